@@ -1,0 +1,1 @@
+"""The Faust app of jobstream and its agents, tables and timers (run by ``jobstream worker``)."""

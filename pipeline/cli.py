@@ -1,0 +1,95 @@
+"""The ``jobstream`` command.
+
+Each area keeps its commands beside its code (``pipeline/<area>_cli.py`` or a
+``commands`` object in its module); this file only assembles them, loads the
+configuration once, sets up logging, and turns errors into exit codes:
+
+0 ok; 1 some input records were bad (parse/fold/publish) or a check failed;
+2 usage error (click); 65 bad data; 69 a service is unavailable; 74 I/O error (spool);
+78 configuration error; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import sys
+from typing import Any
+
+import click
+
+from pipeline.config import Config, load_config
+from pipeline.errors import JobstreamError
+
+__all__ = ["main"]
+
+#: (module, attribute) of every command or group added to the top level.
+COMMANDS: list[tuple[str, str]] = [
+]
+
+
+class JobstreamGroup(click.Group):
+    """A group that prints jobstream errors as one line and exits with their code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except JobstreamError as exc:
+            click.secho(f"jobstream: error: {exc}", fg="red", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("jobstream: interrupted", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=JobstreamGroup)
+@click.option("--config", "config_path", envvar="JOBSTREAM_CONFIG", default=None,
+              help="TOML config file (default: ./jobstream.toml if present).")
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+@click.pass_context
+def main(ctx: click.Context, config_path: str | None, verbose: int) -> None:
+    """Stream the life of every HPC job from Flux and Slurm into Elasticsearch."""
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)-5s %(name)s: %(message)s")
+    ctx.obj = _LazyConfig(config_path)
+
+
+class _LazyConfig:
+    """Loads the config on first use, so ``--help`` works with a broken config file."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self._cfg: Config | None = None
+
+    def get(self) -> Config:
+        if self._cfg is None:
+            self._cfg = load_config(self.path)
+        return self._cfg
+
+
+def get_config(ctx: click.Context) -> Config:
+    """The effective configuration of this invocation (for the area command modules)."""
+    return ctx.find_root().obj.get()
+
+
+@main.group()
+def config() -> None:
+    """Show the effective configuration."""
+
+
+@config.command("show")
+@click.pass_context
+def config_show(ctx: click.Context) -> None:
+    """Print the effective config (file + environment), secrets masked, as JSON."""
+    cfg = get_config(ctx)
+    click.echo(json.dumps(cfg.masked(), indent=2, default=str))
+
+
+def _register() -> None:
+    for module_name, attr in COMMANDS:
+        module = importlib.import_module(module_name)
+        main.add_command(getattr(module, attr))
+
+
+_register()

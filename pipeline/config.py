@@ -1,0 +1,285 @@
+"""Configuration: one frozen tree, loaded once from TOML, then environment overrides.
+
+The file is ``jobstream.toml`` (path from ``--config`` or ``JOBSTREAM_CONFIG``; absent is
+fine: every key has a default). Any key can be overridden from the environment as
+``JOBSTREAM_<SECTION>__<KEY>`` (``JOBSTREAM_CLUSTER`` for the top-level cluster name), e.g.
+``JOBSTREAM_KAFKA__BOOTSTRAP=broker1:9092``. Nothing else in jobstream reads ``os.environ``
+for settings: the tree is passed down.
+
+librdkafka properties are not configuration of ours: ``kafka.properties_file`` names a
+Java-style properties file whose keys go to every confluent-kafka client untouched, as
+Slurm's ``JobCompLoc`` file does for jobcomp/kafka.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import ConfigError
+
+__all__ = ["Config", "Secret", "load_config", "read_properties"]
+
+ENV_PREFIX = "JOBSTREAM_"
+
+
+class Secret(str):
+    """A string that never shows itself in ``repr``, logs or ``config show``."""
+
+    def __repr__(self) -> str:
+        return "Secret('****')" if self else "Secret('')"
+
+    def reveal(self) -> str:
+        return str.__str__(self)
+
+
+def _default_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return str(Path(base) / "jobstream")
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    #: bootstrap servers, comma separated
+    bootstrap: str = "127.0.0.1:9092"
+    #: librdkafka properties file (key=value lines), passed through as-is
+    properties_file: str = ""
+    #: Confluent-compatible schema registry URL; empty = Avro single-object encoding
+    schema_registry_url: str = ""
+    #: partitions of the topics jobstream creates
+    partitions: int = 4
+
+
+@dataclass(frozen=True)
+class TopicsConfig:
+    raw: str = "hpc.jobs.raw"
+    events: str = "hpc.jobs.events"
+    state: str = "hpc.jobs.state"
+    snapshots: str = "hpc.queue.snapshots"
+    dlq: str = "hpc.jobs.dlq"
+
+
+@dataclass(frozen=True)
+class ElasticsearchConfig:
+    url: str = "http://127.0.0.1:9200"
+    username: str = ""
+    password: Secret = Secret("")
+    #: CA bundle for TLS; empty = system default
+    ca_certs: str = ""
+    #: prefix of every index and alias name (tests give each test its own)
+    index_prefix: str = ""
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """The embedded local stack of ``jobstream stack``."""
+
+    cache_dir: str = field(default_factory=_default_cache_dir)
+    kafka_version: str = "4.1.1"
+    kafka_port: int = 9092
+    kafka_controller_port: int = 9093
+    #: empty = newest suitable for the JDK found (9.x on JDK >= 21, else 8.19.x)
+    elasticsearch_version: str = ""
+    elasticsearch_port: int = 9200
+    #: JDK home for Elasticsearch; empty = pick the newest under /usr/lib/jvm
+    java_home: str = ""
+    #: system user that runs Elasticsearch when jobstream runs as root
+    es_user: str = "jobstream-es"
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    app_id: str = "jobstream"
+    #: RocksDB table store directory; empty = <stack.cache_dir>/worker-store
+    store_dir: str = ""
+    web_port: int = 6066
+    snapshot_interval_s: float = 30.0
+    #: how long a finished job stays in the state table before its tombstone
+    done_grace_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class AnonymizeConfig:
+    #: file holding the site key for HMAC pseudonyms
+    key_file: str = ""
+    #: field -> keep | pseudonymize | drop
+    fields: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EnrichConfig:
+    #: passwd-format file for uid -> user, group
+    passwd_file: str = ""
+    #: TOML map file: [users.<uid>] name, group, bank
+    users_file: str = ""
+    #: TOML file: [nodes.<host>] rack, type
+    topology_file: str = ""
+
+
+@dataclass(frozen=True)
+class SinkConfig:
+    flush_interval_s: float = 1.0
+    max_batch: int = 5000
+
+
+@dataclass(frozen=True)
+class EdgeConfig:
+    #: durable spool directory; empty = <stack.cache_dir>/spool
+    spool_dir: str = ""
+
+
+@dataclass(frozen=True)
+class Config:
+    cluster: str = "local"
+    kafka: KafkaConfig = field(default_factory=KafkaConfig)
+    topics: TopicsConfig = field(default_factory=TopicsConfig)
+    elasticsearch: ElasticsearchConfig = field(default_factory=ElasticsearchConfig)
+    stack: StackConfig = field(default_factory=StackConfig)
+    worker: WorkerConfig = field(default_factory=WorkerConfig)
+    anonymize: AnonymizeConfig = field(default_factory=AnonymizeConfig)
+    enrich: EnrichConfig = field(default_factory=EnrichConfig)
+    sink: SinkConfig = field(default_factory=SinkConfig)
+    edge: EdgeConfig = field(default_factory=EdgeConfig)
+
+    #: where the config was read from ("" = defaults only)
+    source: str = ""
+
+    def replace(self, **sections: Any) -> Config:
+        """A copy with some values changed: ``cfg.replace(topics={"raw": "t1"})``."""
+        return _build(Config, _merge(as_dict(self), sections), "")
+
+    def librdkafka(self, **extra: Any) -> dict[str, Any]:
+        """Properties for a confluent-kafka client: bootstrap, then the file, then ``extra``."""
+        props: dict[str, Any] = {"bootstrap.servers": self.kafka.bootstrap}
+        if self.kafka.properties_file:
+            props.update(read_properties(self.kafka.properties_file))
+        props.update(extra)
+        return props
+
+    def masked(self) -> dict[str, Any]:
+        """The effective configuration as a dict, secrets masked (for ``config show``)."""
+        return as_dict(self, mask=True)
+
+
+def as_dict(obj: Any, mask: bool = False) -> Any:
+    if dataclasses.is_dataclass(obj):
+        return {f.name: as_dict(getattr(obj, f.name), mask) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Secret):
+        return ("****" if obj else "") if mask else obj.reveal()
+    if isinstance(obj, Mapping):
+        return {k: as_dict(v, mask) for k, v in obj.items()}
+    return obj
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """Read a librdkafka / Java properties file: ``key=value`` lines, ``#`` comments."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"kafka.properties_file: cannot read {path}: {exc.strerror}") from exc
+    props: dict[str, str] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise ConfigError(f"kafka.properties_file: {path}:{n}: expected key=value")
+        props[key.strip()] = value.strip()
+    return props
+
+
+def load_config(path: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Load TOML (``path``, else ``$JOBSTREAM_CONFIG``, else ./jobstream.toml if present),
+    then apply ``JOBSTREAM_*`` environment overrides."""
+    env = os.environ if environ is None else environ
+    path = path or env.get("JOBSTREAM_CONFIG") or ("jobstream.toml"
+                                                    if Path("jobstream.toml").is_file() else "")
+    data: dict[str, Any] = {}
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    data = _merge(data, _env_overrides(env))
+    return _build(Config, data, path or "")
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX) or name == "JOBSTREAM_CONFIG":
+            continue
+        path = name[len(ENV_PREFIX):].lower().split("__")
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return out
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = _merge(dict(out[k]), v)
+        else:
+            out[k] = v
+    return out
+
+
+def _build(cls: type, data: Mapping[str, Any], source: str, where: str = "") -> Any:
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(data) - known
+    if unknown:
+        raise ConfigError(f"unknown config key(s): {', '.join(where + k for k in sorted(unknown))}")
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name == "source":
+            kwargs["source"] = source
+            continue
+        if f.name not in data:
+            continue
+        kwargs[f.name] = _coerce(hints[f.name], data[f.name], f"{where}{f.name}", source)
+    return cls(**kwargs)
+
+
+def _coerce(tp: Any, value: Any, key: str, source: str) -> Any:
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"config key {key} must be a table")
+        return _build(tp, value, source, key + ".")
+    origin = typing.get_origin(tp)
+    if origin in (Mapping, dict) or tp is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"config key {key} must be a table")
+        return types.MappingProxyType(dict(value))
+    try:
+        if tp is bool:
+            if isinstance(value, str):
+                if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError(value)
+                return value.lower() in ("1", "true", "yes", "on")
+            return bool(value)
+        if tp in (int, float):
+            if isinstance(value, bool):
+                raise ValueError(value)
+            return tp(value)
+        if tp is Secret:
+            return Secret(str(value))
+        if tp is str:
+            return str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"config key {key}: {value!r} is not a valid {tp.__name__}") from exc
+    return value
