@@ -1,0 +1,97 @@
+"""Queue snapshots: what is pending and running per cluster and queue, at one moment.
+
+Each worker summarises only the jobs of the partitions it owns and stamps its snapshot
+with its own name and the interval's aligned timestamp; every count is additive, so the
+queue's true figure is the *sum* over the workers' snapshots of the same timestamp
+(``oldest_pending_age_s`` is the one exception: take the *max*). A job is in exactly one
+partition, so no job is ever counted twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["JobSummary", "align", "summarize", "build_snapshots"]
+
+#: Queue name used when a source gives none.
+DEFAULT_QUEUE = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class JobSummary:
+    """The few numbers of one job document that snapshots need (kept in memory)."""
+
+    cluster: str
+    queue: str
+    state: str
+    nodes: int
+    cores: int
+    gpus: int
+    t_submit_ms: int | None
+    timelimit_s: float | None
+
+
+def summarize(doc: Mapping[str, Any]) -> JobSummary:
+    """A job document -> its summary; allocated counts once running, requested before."""
+    running = doc.get("state") in ("running", "completing")
+
+    def count(given: str, asked: str) -> int:
+        value = doc.get(given) if running else None
+        if value is None:
+            value = doc.get(asked)
+        return int(value or 0)
+
+    return JobSummary(
+        cluster=str(doc.get("cluster", "")),
+        queue=str(doc.get("queue") or DEFAULT_QUEUE),
+        state=str(doc.get("state", "pending")),
+        nodes=max(count("nnodes", "nodes_req"), 1) if doc.get("state") != "done" else 0,
+        cores=count("ncores", "cores_req"),
+        gpus=count("ngpus", "gpus_req"),
+        t_submit_ms=doc.get("t_submit"),
+        timelimit_s=doc.get("timelimit_s"),
+    )
+
+
+def align(now: float, interval_s: float) -> float:
+    """The start of the interval ``now`` falls in: every worker stamps the same moment."""
+    return (now // interval_s) * interval_s
+
+
+def build_snapshots(jobs: Iterable[JobSummary], now: float, worker: str,
+                    partitions: Iterable[int], interval_s: float) -> list[dict[str, Any]]:
+    """One snapshot dict (``QueueSnapshot``) per (cluster, queue) with pending or running jobs."""
+    stamp = align(now, interval_s)
+    parts = sorted(partitions)
+    acc: dict[tuple[str, str], dict[str, Any]] = {}
+    for job in jobs:
+        if job.state not in ("pending", "running", "completing"):
+            continue
+        snap = acc.get((job.cluster, job.queue))
+        if snap is None:
+            snap = acc[(job.cluster, job.queue)] = {
+                "cluster": job.cluster, "queue": job.queue, "timestamp": int(stamp * 1000),
+                "worker": worker, "partitions": parts,
+                "pending_jobs": 0, "running_jobs": 0,
+                "pending_cores": 0, "running_cores": 0,
+                "pending_gpus": 0, "running_gpus": 0,
+                "pending_nodes": 0, "running_nodes": 0,
+                "pending_node_hours": 0.0, "oldest_pending_age_s": 0.0,
+            }
+        if job.state == "pending":
+            snap["pending_jobs"] += 1
+            snap["pending_cores"] += job.cores
+            snap["pending_gpus"] += job.gpus
+            snap["pending_nodes"] += job.nodes
+            snap["pending_node_hours"] += job.nodes * (job.timelimit_s or 0) / 3600.0
+            if job.t_submit_ms is not None:
+                age = max(stamp - job.t_submit_ms / 1000.0, 0.0)
+                snap["oldest_pending_age_s"] = max(snap["oldest_pending_age_s"], age)
+        else:
+            snap["running_jobs"] += 1
+            snap["running_cores"] += job.cores
+            snap["running_gpus"] += job.gpus
+            snap["running_nodes"] += job.nodes
+    return [acc[k] for k in sorted(acc)]

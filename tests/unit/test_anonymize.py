@@ -1,0 +1,80 @@
+import json
+
+import pytest
+
+from pipeline.anonymize import Anonymizer, strip_private
+from pipeline.errors import ConfigError
+
+KEY = b"0123456789abcdef-site-key"
+
+
+def event(**over):
+    base = {
+        "cluster": "c", "scheduler": "slurm", "job_id": "7", "event": "end",
+        "timestamp": 1.0, "source": "slurm-jobcomp", "event_id": "x", "seq": None,
+        "context": {"SLURM_JOB_USER": "alice", "SLURM_JOB_UID": "1001",
+                    "SLURM_JOB_WORK_DIR": "/home/alice/run", "status": 0},
+        "facts": {"user": "alice", "uid": 1001, "group": "physics-g", "cwd": "/home/alice/run",
+                  "nnodes": 2},
+        "jobspec": {"attributes": {"system": {"cwd": "/home/alice/run",
+                                              "environment": {"HOME": "/home/alice"}}}},
+        "record": {"username": "alice", "script": "#!/bin/sh\necho secret"},
+    }
+    base.update(over)
+    return base
+
+
+class TestStripPrivate:
+    def test_scripts_and_environment_always_go(self):
+        out = Anonymizer({}).event(event())
+        assert "environment" not in out["jobspec"]["attributes"]["system"]
+        assert "script" not in out["record"]
+        assert out["facts"]["user"] == "alice"  # policy off: identities kept
+
+    def test_input_is_not_modified(self):
+        ev = event()
+        strip_private(ev)
+        assert "environment" in event()["jobspec"]["attributes"]["system"]
+
+
+class TestPolicy:
+    def test_no_identity_left_anywhere(self):
+        anon = Anonymizer({"user": "pseudonymize", "uid": "pseudonymize", "group": "drop",
+                           "cwd": "pseudonymize"}, KEY)
+        text = json.dumps(anon.event(event())) + json.dumps(anon.document(event()["facts"]))
+        for secret in ("alice", "1001", "physics-g", "/home"):
+            assert secret not in text
+
+    def test_pseudonyms_are_stable_and_keyed(self):
+        a = Anonymizer({"user": "pseudonymize"}, KEY)
+        b = Anonymizer({"user": "pseudonymize"}, KEY)
+        c = Anonymizer({"user": "pseudonymize"}, b"another-key-of-16-bytes")
+        assert a.document({"user": "alice"}) == b.document({"user": "alice"})
+        assert a.document({"user": "alice"}) != c.document({"user": "alice"})
+        assert a.document({"user": "alice"})["user"] != "alice"
+
+    def test_uid_pseudonym_stays_an_int(self):
+        doc = Anonymizer({"uid": "pseudonymize"}, KEY).document({"uid": 1001})
+        assert isinstance(doc["uid"], int) and doc["uid"] != 1001
+
+    def test_drop_removes_the_field(self):
+        assert "group" not in Anonymizer({"group": "drop"}).document({"group": "g", "a": 1})
+
+    def test_numbers_outside_id_keys_survive(self):
+        out = Anonymizer({"uid": "pseudonymize"}, KEY).event(event())
+        assert out["context"]["status"] == 0
+
+    @pytest.mark.parametrize("policy", [{"shoe": "drop"}, {"user": "hide"}])
+    def test_bad_policy_is_a_config_error(self, policy):
+        with pytest.raises(ConfigError):
+            Anonymizer(policy, KEY)
+
+    def test_pseudonymize_needs_a_key(self):
+        with pytest.raises(ConfigError, match="key_file"):
+            Anonymizer({"user": "pseudonymize"})
+
+    def test_short_key_file_refused(self, tmp_path):
+        f = tmp_path / "key"
+        f.write_bytes(b"short")
+        with pytest.raises(ConfigError, match="16 bytes"):
+            Anonymizer.from_config({"user": "pseudonymize"}, str(f))
