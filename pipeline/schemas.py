@@ -44,7 +44,7 @@ def schema_dir() -> Path:
     return Path(__file__).parent / "_schemas"
 
 
-def fingerprint(parsed: Mapping[str, Any]) -> bytes:
+def fingerprint(parsed: Mapping[str, Any] | str) -> bytes:
     """The CRC-64-AVRO fingerprint of a parsed schema's parsing canonical form, as the 8
     little-endian bytes Avro single-object encoding puts after ``C3 01``."""
     # fastavro's hex digest is already the little-endian byte string.

@@ -1,0 +1,128 @@
+"""The schema files themselves: documented, evolvable, kept in history, shipped in the wheel."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+import struct
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastavro.schema import to_parsing_canonical_form
+
+from pipeline.errors import JobstreamError
+from pipeline.schemas import SCHEMA_NAMES, fingerprint, load_schema, schema_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: The job document's fields of design section 4; dashboards depend on these names.
+JOB_DOCUMENT_FIELDS = """
+    cluster scheduler job_id job_name array_id array_task user uid group bank queue qos
+    state result exit_code signal cancelled_before_start exceptions requeue_count
+    t_submit t_eligible t_alloc t_start t_end t_clean wait_s eligible_wait_s run_s
+    prolog_s epilog_s timelimit_s nodes_req cores_req gpus_req nnodes ncores ngpus
+    nodelist node_hours core_hours gpu_hours revision updated_at
+""".split()
+
+
+def _records(schema: Any) -> list[dict[str, Any]]:
+    """Every record schema inside ``schema`` (as written in the file), outermost first."""
+    found: list[dict[str, Any]] = []
+    if isinstance(schema, list):
+        for s in schema:
+            found += _records(s)
+    elif isinstance(schema, dict):
+        if schema.get("type") == "record":
+            found.append(schema)
+            for f in schema["fields"]:
+                found += _records(f["type"])
+        elif schema.get("type") == "array":
+            found += _records(schema["items"])
+    return found
+
+
+def _raw(name: str) -> dict[str, Any]:
+    return json.loads((ROOT / "schemas" / f"{name}.avsc").read_text())
+
+
+def test_crc64_avro_fingerprint_matches_the_avro_reference_vector() -> None:
+    # Avro's own test vector: the fingerprint of "null" is 7195948357588979594.
+    assert fingerprint("null") == struct.pack("<q", 7195948357588979594)
+
+
+def test_the_package_reads_the_repository_schemas() -> None:
+    assert schema_dir().resolve() == (ROOT / "schemas").resolve()
+
+
+@pytest.mark.parametrize("name", SCHEMA_NAMES)
+def test_every_record_and_field_is_documented(name: str) -> None:
+    for record in _records(_raw(name)):
+        assert record.get("doc"), record["name"]
+        for f in record["fields"]:
+            assert f.get("doc"), f"{record['name']}.{f['name']} has no doc"
+
+
+@pytest.mark.parametrize("name", SCHEMA_NAMES)
+def test_optional_fields_are_null_first_unions_defaulting_to_null(name: str) -> None:
+    for record in _records(_raw(name)):
+        for f in record["fields"]:
+            if isinstance(f["type"], list) and "null" in f["type"]:
+                assert f["type"][0] == "null", f["name"]
+                assert "default" in f and f["default"] is None, f["name"]
+
+
+@pytest.mark.parametrize("name", SCHEMA_NAMES)
+def test_schemas_share_the_namespace(name: str) -> None:
+    assert load_schema(name).current["name"] == f"org.jobstream.v1.{name}"
+
+
+def test_job_state_has_every_field_of_the_job_document() -> None:
+    fields = {f["name"] for f in load_schema("JobState").current["fields"]}
+    assert set(JOB_DOCUMENT_FIELDS) <= fields, set(JOB_DOCUMENT_FIELDS) - fields
+
+
+@pytest.mark.parametrize("name", SCHEMA_NAMES)
+def test_history_is_numbered_from_one_and_ends_with_the_current_schema(name: str) -> None:
+    """Whoever changes a schema adds it as the next history version: data written with it
+    must stay readable after the next change."""
+    schemas = load_schema(name)
+    assert list(schemas.history) == list(range(1, len(schemas.history) + 1))
+    newest = schemas.history[max(schemas.history)]
+    assert to_parsing_canonical_form(newest) == to_parsing_canonical_form(schemas.current)
+
+
+def test_history_files_are_all_named_after_a_schema() -> None:
+    names = "|".join(SCHEMA_NAMES)
+    pattern = re.compile(rf"^({names})\.v[1-9][0-9]*\.avsc$")
+    for path in (ROOT / "schemas" / "history").iterdir():
+        assert pattern.match(path.name), path.name
+
+
+def test_wheel_package_data_covers_every_schema_file() -> None:
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["pipeline"]
+    base = ROOT / "pipeline" / "_schemas"
+    files = [p.relative_to(ROOT / "pipeline").as_posix()
+             for p in base.rglob("*.avsc")]
+    assert len(files) >= 2 * len(SCHEMA_NAMES)
+    for rel in files:
+        assert any(fnmatch.fnmatch(rel, g) and rel.count("/") == g.count("/")
+                   for g in globs), rel
+
+
+def test_missing_or_broken_schema_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(JobstreamError, match="cannot be read"):
+        load_schema("RawRecord", tmp_path)
+    (tmp_path / "RawRecord.avsc").write_text("{")
+    with pytest.raises(JobstreamError, match="not valid JSON"):
+        load_schema("RawRecord", tmp_path)
+    (tmp_path / "RawRecord.avsc").write_text('{"type": "record", "name": "R", "fields": '
+                                             '[{"name": "a", "type": "nope"}]}')
+    with pytest.raises(JobstreamError, match="invalid"):
+        load_schema("RawRecord", tmp_path)
+    (tmp_path / "RawRecord.avsc").write_text('"string"')
+    with pytest.raises(JobstreamError, match="record"):
+        load_schema("RawRecord", tmp_path)
