@@ -130,9 +130,57 @@ class SinkConfig:
 
 
 @dataclass(frozen=True)
+class FluxEdgeConfig:
+    """``jobstream edge flux``: the job-manager journal of one Flux instance."""
+
+    #: Flux URI to connect to; empty = the bindings' default (FLUX_URI, the system instance)
+    uri: str = ""
+    #: longest wait between reconnect attempts (backoff doubles from 1 s up to this)
+    reconnect_max_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class SlurmEdgeConfig:
+    """``jobstream edge slurm``: each source can be switched off."""
+
+    #: HTTP receiver for jobcomp/elasticsearch (JobCompLoc=http://<host>:<port>/<index>/_doc)
+    receiver: bool = True
+    receiver_host: str = "127.0.0.1"
+    receiver_port: int = 9280
+    #: bridge from Slurm's own (unkeyed) jobcomp/kafka topic
+    bridge: bool = False
+    #: that topic; empty = the cluster name (jobcomp/kafka's default)
+    bridge_topic: str = ""
+    #: bootstrap servers of Slurm's Kafka; empty = kafka.bootstrap
+    bridge_bootstrap: str = ""
+    bridge_group: str = "jobstream-jobcomp-bridge"
+    #: PrologSlurmctld / EpilogSlurmctld hook listener (unix socket) and drop directory
+    hooks: bool = True
+    #: empty = <spool_dir>/hook.sock
+    hook_socket: str = ""
+    #: empty = <spool_dir>/hook-drop
+    hook_drop_dir: str = ""
+    hook_scan_s: float = 5.0
+    #: reconciliation poller (squeue and sacct --json)
+    poller: bool = True
+    poll_interval_s: float = 60.0
+    #: never ask sacct for more than this much history after downtime
+    catchup_max_s: float = 7 * 86400.0
+    #: longest wait between polls while Slurm is unreachable
+    poll_backoff_max_s: float = 600.0
+    squeue_command: str = "squeue --json"
+    sacct_command: str = "sacct --json --allusers"
+    command_timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
 class EdgeConfig:
     #: durable spool directory; empty = <stack.cache_dir>/spool
     spool_dir: str = ""
+    #: refuse new records past this spool size in bytes (0 = until the disk is full)
+    spool_max_bytes: int = 0
+    flux: FluxEdgeConfig = field(default_factory=FluxEdgeConfig)
+    slurm: SlurmEdgeConfig = field(default_factory=SlurmEdgeConfig)
 
 
 @dataclass(frozen=True)
