@@ -1,0 +1,350 @@
+"""A synthetic but realistic cluster workload, seeded, with its own ground truth.
+
+It produces the raw records real sources send — Flux job-manager journal responses (one
+event per response, jobspec on ``submit``, R on ``alloc``), and for Slurm a pending
+``squeue --json`` document at submission, PrologSlurmctld/EpilogSlurmctld environments and
+the jobcomp record at the end — for a mix of queues, banks, users, job sizes, waits and
+outcomes (completed, failed, timeouts, cancellations pending and running, node failures,
+out-of-memory, exceptions), in time order. ``truth`` says what every job's document must
+end up as; the demo, the benchmark and the end-to-end tests check the index against it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pipeline.fluid import f58_encode
+from pipeline.model import job_key
+
+__all__ = ["GeneratedRecord", "Workload", "WorkloadSpec"]
+
+USERS = [("alice", 1001, "physics"), ("bob", 1002, "chem"), ("carol", 1003, "bio"),
+         ("dave", 1004, "physics"), ("erin", 1005, "climate"), ("frank", 1006, "chem"),
+         ("grace", 1007, "bio"), ("heidi", 1008, "climate")]
+FLUX_QUEUES = {"batch": 24, "debug": 8}
+SLURM_PARTITIONS = {"short": 16, "long": 32, "gpu": 8}
+CORES_PER_NODE = 32
+GPUS_PER_NODE = 4
+
+#: outcome -> weight. Flux has no node_fail/oom results of its own: they come out as failed.
+OUTCOMES = {"completed": 62, "failed": 12, "timeout": 5, "cancelled_pending": 5,
+            "cancelled_running": 5, "node_fail": 3, "oom": 4, "exception": 4}
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratedRecord:
+    """One raw record, due at ``time`` (epoch seconds)."""
+
+    time: float
+    cluster: str
+    scheduler: str
+    format: str
+    key: str
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    seed: int = 1
+    jobs: int = 200
+    #: mean job arrivals per second (over all clusters)
+    rate: float = 5.0
+    flux_clusters: tuple[str, ...] = ("flux-a",)
+    slurm_clusters: tuple[str, ...] = ("slurm-b",)
+    start: float = field(default_factory=lambda: float(int(time.time())))
+    #: scales every wait and run time (0.1 = ten times faster lives)
+    time_scale: float = 1.0
+
+
+class Workload:
+    """The records and the ground truth of one :class:`WorkloadSpec`."""
+
+    def __init__(self, spec: WorkloadSpec) -> None:
+        self.spec = spec
+        self.truth: dict[str, dict[str, Any]] = {}
+        self._rng = random.Random(spec.seed)
+        self._heap: list[tuple[float, int, GeneratedRecord]] = []
+        self._n = 0
+        self._slurm_ids: dict[str, int] = {}
+        self._build()
+
+    def records(self) -> Iterator[GeneratedRecord]:
+        """Every record, in time order (ties in creation order)."""
+        heap = list(self._heap)
+        heapq.heapify(heap)
+        while heap:
+            yield heapq.heappop(heap)[2]
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    # -- building ---------------------------------------------------------------------
+
+    def _emit(self, rec: GeneratedRecord) -> None:
+        self._n += 1
+        self._heap.append((rec.time, self._n, rec))
+
+    def _build(self) -> None:
+        rng, spec = self._rng, self.spec
+        clusters = [("flux", c) for c in spec.flux_clusters] + \
+                   [("slurm", c) for c in spec.slurm_clusters]
+        t = spec.start
+        for i in range(spec.jobs):
+            t += rng.expovariate(spec.rate)
+            scheduler, cluster = clusters[i % len(clusters)]
+            outcome = rng.choices(list(OUTCOMES), weights=list(OUTCOMES.values()))[0]
+            user, uid, bank = rng.choice(USERS)
+            if scheduler == "flux":
+                self._flux_job(cluster, t, outcome, user, uid, bank)
+            else:
+                self._slurm_job(cluster, t, outcome, user, uid, bank)
+
+    def _lifetimes(self, timelimit: float, outcome: str) -> tuple[float, float]:
+        rng, scale = self._rng, self.spec.time_scale
+        wait = rng.choice([rng.uniform(0.5, 5), rng.uniform(5, 60), rng.uniform(60, 600)])
+        run = min(rng.lognormvariate(3.5, 1.0), timelimit * 0.95)
+        if outcome == "timeout":
+            run = timelimit
+        if outcome in ("failed", "node_fail", "oom", "exception"):
+            run = rng.uniform(0.5, 30)
+        return max(wait * scale, 0.2), max(run * scale, 0.2)
+
+    def _size(self, max_nodes: int) -> tuple[int, int, int]:
+        rng = self._rng
+        nodes = rng.choices([1, 1, 1, 2, 4, 8, 16], k=1)[0]
+        nodes = min(nodes, max_nodes)
+        cores = rng.choice([1, 4, 8, CORES_PER_NODE]) if nodes == 1 else nodes * CORES_PER_NODE
+        gpus = 0
+        return nodes, cores, gpus
+
+    # -- Flux ---------------------------------------------------------------------------
+
+    def _flux_job(self, cluster: str, t0: float, outcome: str, user: str, uid: int,
+                  bank: str) -> None:
+        rng = self._rng
+        queue = rng.choice(list(FLUX_QUEUES))
+        nodes, cores, gpus = self._size(FLUX_QUEUES[queue])
+        if queue == "debug" and rng.random() < 0.5:
+            gpus = nodes * rng.choice([1, 2])
+        timelimit = float(rng.choice([60, 300, 900]))
+        wait, run = self._lifetimes(timelimit, outcome)
+        # FLUID: milliseconds since the instance started, above 22 bits of generator/sequence
+        jobid = (int((t0 - self.spec.start) * 1000) + 1) << 22 | (self._n & 0x3FFFFF)
+        name = rng.choice(["sim", "train", "analysis", "post", "mpi-run"])
+        per_node_cores = max(cores // nodes, 1)
+        slot_with: list[dict[str, Any]] = [{"type": "core", "count": per_node_cores}]
+        if gpus:
+            slot_with.append({"type": "gpu", "count": gpus // nodes})
+        jobspec = {
+            "resources": [{"type": "node", "count": nodes, "with": [
+                {"type": "slot", "count": 1, "label": "task", "with": slot_with}]}],
+            "tasks": [{"command": [name], "slot": "task", "count": {"per_slot": 1}}],
+            "attributes": {"system": {"duration": timelimit, "cwd": f"/home/{user}/{name}",
+                                      "job": {"name": name}, "queue": queue, "bank": bank}},
+            "version": 1,
+        }
+        events: list[tuple[float, str, dict[str, Any] | None]] = [
+            (t0, "submit", {"userid": uid, "urgency": 16, "flags": 0, "version": 1}),
+            (t0 + 0.01, "validate", None), (t0 + 0.02, "depend", None),
+            (t0 + 0.03, "priority", {"priority": 16}),
+        ]
+        truth: dict[str, Any] = {"cluster": cluster, "scheduler": "flux", "job_id": str(jobid),
+                                 "job_id_f58": f58_encode(jobid), "uid": uid, "bank": bank,
+                                 "queue": queue, "job_name": name, "state": "done"}
+        ta = t0 + wait
+        if outcome == "cancelled_pending":
+            events += [(ta, "exception", {"type": "cancel", "severity": 0, "userid": uid,
+                                          "note": ""}), (ta + 0.01, "clean", None)]
+            truth.update(result="cancelled", cancelled_before_start=True)
+            self._flux_emit(cluster, jobid, events, jobspec, None, None)
+            self.truth[job_key(cluster, str(jobid))] = truth
+            return
+        first_rank = rng.randrange(0, 64)
+        hosts = [f"{cluster}-n{first_rank + i:03d}" for i in range(nodes)]
+        children: dict[str, str] = {"core": f"0-{per_node_cores - 1}"
+                                    if per_node_cores > 1 else "0"}
+        if gpus:
+            children["gpu"] = "0" if gpus // nodes == 1 else f"0-{gpus // nodes - 1}"
+        ranks = f"{first_rank}-{first_rank + nodes - 1}" if nodes > 1 else str(first_rank)
+        r_v1 = {"version": 1, "execution": {
+            "R_lite": [{"rank": ranks, "children": children}], "starttime": ta,
+            "expiration": ta + timelimit, "nodelist": [_hostlist(hosts)]}}
+        ts = ta + 0.05
+        te = ts + run
+        events += [(ta, "alloc", None), (ta + 0.01, "prolog-start", {"description": "prolog"}),
+                   (ta + 0.04, "prolog-finish", {"description": "prolog", "status": 0}),
+                   (ts, "start", None)]
+        status, result, exit_code = 0, "completed", 0
+        if outcome == "failed":
+            exit_code = rng.choice([1, 2, 3, 127])
+            status, result = exit_code << 8, "failed"
+        elif outcome == "timeout":
+            events.append((te, "exception", {"type": "timeout", "severity": 0,
+                                             "note": "resource allocation expired"}))
+            status, result = 9, "timeout"
+        elif outcome == "cancelled_running":
+            events.append((te, "exception", {"type": "cancel", "severity": 0, "userid": uid,
+                                             "note": ""}))
+            status, result = 15, "cancelled"
+        elif outcome in ("node_fail", "oom", "exception"):
+            kind = {"node_fail": "node-failure", "oom": "oom", "exception": "exec"}[outcome]
+            events.append((te, "exception", {"type": kind, "severity": 0,
+                                             "note": f"{kind} on {hosts[0]}"}))
+            status, result = 9, "failed"
+        events += [(te + 0.01, "finish", {"status": status}),
+                   (te + 0.02, "epilog-start", {"description": "epilog"}),
+                   (te + 0.03, "release", {"ranks": "all", "final": True}),
+                   (te + 0.5, "epilog-finish", {"description": "epilog", "status": 0}),
+                   (te + 0.51, "free", None), (te + 0.52, "clean", None)]
+        truth.update(result=result, nnodes=nodes, ncores=per_node_cores * nodes,
+                     ngpus=gpus, nodelist=hosts, cancelled_before_start=False)
+        if status & 0x7F == 0:
+            truth["exit_code"] = exit_code
+        self._flux_emit(cluster, jobid, events, jobspec, ta, r_v1)
+        self.truth[job_key(cluster, str(jobid))] = truth
+
+    def _flux_emit(self, cluster: str, jobid: int,
+                   events: list[tuple[float, str, dict[str, Any] | None]],
+                   jobspec: dict[str, Any], t_alloc: float | None,
+                   r_v1: dict[str, Any] | None) -> None:
+        for ts, name, context in events:
+            ev: dict[str, Any] = {"timestamp": round(ts, 6), "name": name}
+            if context is not None:
+                ev["context"] = context
+            response: dict[str, Any] = {"id": jobid, "events": [ev]}
+            if name == "submit":
+                response["jobspec"] = jobspec
+            if name == "alloc" and r_v1 is not None:
+                response["R"] = r_v1
+            self._emit(GeneratedRecord(ts, cluster, "flux", "flux-journal",
+                                       job_key(cluster, str(jobid)),
+                                       json.dumps(response, separators=(",", ":")).encode()))
+
+    # -- Slurm --------------------------------------------------------------------------
+
+    def _slurm_job(self, cluster: str, t0: float, outcome: str, user: str, uid: int,
+                   bank: str) -> None:
+        rng = self._rng
+        partition = rng.choice(list(SLURM_PARTITIONS))
+        nodes, cores, gpus = self._size(SLURM_PARTITIONS[partition])
+        if partition == "gpu":
+            gpus = nodes * rng.choice([1, 2, 4])
+        limit_min = rng.choice([1, 5, 15])
+        wait, run = self._lifetimes(limit_min * 60.0, outcome)
+        jobid = self._slurm_ids[cluster] = self._slurm_ids.get(cluster, 1000) + 1
+        name = rng.choice(["sim", "train", "analysis", "post", "mpi-run"])
+        qos = rng.choice(["normal", "normal", "high"])
+        # Slurm's records have whole seconds
+        t_submit = int(t0)
+        t_start = int(t0 + wait)
+        t_end = max(int(t0 + wait + run), t_start + 1)
+        key = job_key(cluster, str(jobid))
+        first = rng.randrange(0, 64)
+        hosts = [f"{cluster}-c{first + i:03d}" for i in range(nodes)]
+        tres_req = f"cpu={cores},mem={cores * 2000}M,node={nodes},billing={cores}" + \
+                   (f",gres/gpu={gpus}" if gpus else "")
+        truth: dict[str, Any] = {"cluster": cluster, "scheduler": "slurm", "job_id": str(jobid),
+                                 "user": user, "uid": uid, "bank": bank, "queue": partition,
+                                 "qos": qos, "job_name": name, "state": "done"}
+        self._emit(GeneratedRecord(float(t_submit), cluster, "slurm", "slurm-squeue", key,
+                                   _squeue_pending(cluster, jobid, name, user, uid, bank,
+                                                   partition, qos, t_submit, limit_min,
+                                                   nodes, cores, tres_req)))
+        state, exit_code, signal = {
+            "completed": ("COMPLETED", 0, 0), "failed": ("FAILED", rng.choice([1, 2, 3]), 0),
+            "timeout": ("TIMEOUT", 0, 0), "cancelled_pending": ("CANCELLED", 0, 0),
+            "cancelled_running": ("CANCELLED", 0, 15), "node_fail": ("NODE_FAIL", 0, 0),
+            "oom": ("OUT_OF_MEMORY", 0, 9), "exception": ("FAILED", 0, 9),
+        }[outcome]
+        result = {"COMPLETED": "completed", "FAILED": "failed", "TIMEOUT": "timeout",
+                  "CANCELLED": "cancelled", "NODE_FAIL": "node_fail",
+                  "OUT_OF_MEMORY": "oom"}[state]
+        truth.update(result=result, exit_code=exit_code)
+        started = outcome != "cancelled_pending"
+        base_env = {"SLURM_CLUSTER_NAME": cluster, "SLURM_JOB_ID": str(jobid),
+                    "SLURM_JOB_ACCOUNT": bank, "SLURM_JOB_USER": user,
+                    "SLURM_JOB_UID": str(uid), "SLURM_JOB_GID": str(uid),
+                    "SLURM_JOB_GROUP": user, "SLURM_JOB_NAME": name,
+                    "SLURM_JOB_PARTITION": partition, "SLURM_JOB_NODELIST": _hostlist(hosts),
+                    "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_JOB_RESTART_COUNT": "0"}
+        if started:
+            truth.update(nnodes=nodes, ncores=cores, ngpus=gpus, nodelist=hosts,
+                         cancelled_before_start=False)
+            self._emit(GeneratedRecord(float(t_start), cluster, "slurm", "slurm-hook", key,
+                                       _env({**base_env, "SLURM_SCRIPT_CONTEXT":
+                                             "prolog_slurmctld",
+                                             "JOBSTREAM_HOOK_TIME": f"{t_start:.3f}"})))
+            self._emit(GeneratedRecord(float(t_end), cluster, "slurm", "slurm-hook", key,
+                                       _env({**base_env, "SLURM_SCRIPT_CONTEXT":
+                                             "epilog_slurmctld",
+                                             "SLURM_JOB_EXIT_CODE":
+                                             str(exit_code << 8 | signal),
+                                             "SLURM_JOB_EXIT_CODE2": f"{exit_code}:{signal}",
+                                             "JOBSTREAM_HOOK_TIME": f"{t_end:.3f}"})))
+        else:
+            truth["cancelled_before_start"] = True
+            t_start = t_end = t_submit + max(int(wait), 1)
+        record = {
+            "jobid": jobid, "username": user, "user_id": uid, "groupname": user,
+            "group_id": uid, "@start": _iso(t_start), "@end": _iso(t_end),
+            "elapsed": t_end - t_start if started else 0, "partition": partition,
+            "alloc_node": "login1", "nodes": _hostlist(hosts) if started else "",
+            "total_cpus": cores if started else 0, "total_nodes": nodes if started else 0,
+            "derived_ec": "0:0", "exit_code": f"{exit_code}:{signal}", "state": state,
+            "cpu_hours": cores * (t_end - t_start) / 3600 if started else 0.0,
+            "@submit": _iso(t_submit), "@eligible": _iso(t_submit),
+            "@queue_wait": t_start - t_submit, "work_dir": f"/home/{user}/{name}",
+            "cluster": cluster, "qos": qos, "time_limit": limit_min, "job_name": name,
+            "tres_req": tres_req, "account": bank,
+            "script": f"#!/bin/bash\nsrun {name}\n",
+        }
+        if started:
+            record["tres_alloc"] = f"cpu={cores},node={nodes},billing={cores}" + \
+                                   (f",gres/gpu={gpus}" if gpus else "")
+        self._emit(GeneratedRecord(float(t_end) + 0.5, cluster, "slurm", "slurm-jobcomp", key,
+                                   json.dumps(record, separators=(",", ":")).encode()))
+        self.truth[key] = truth
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _env(env: dict[str, str]) -> bytes:
+    return "".join(f"{k}={v}\n" for k, v in sorted(env.items())).encode()
+
+
+def _hostlist(hosts: list[str]) -> str:
+    """A compact Slurm/RFC 29 host list of consecutive ``<prefix><NNN>`` names."""
+    if len(hosts) == 1:
+        return hosts[0]
+    prefix = hosts[0][:-3]
+    return f"{prefix}[{hosts[0][-3:]}-{hosts[-1][-3:]}]"
+
+
+def _squeue_pending(cluster: str, jobid: int, name: str, user: str, uid: int, bank: str,
+                    partition: str, qos: str, t_submit: int, limit_min: int, nodes: int,
+                    cores: int, tres_req: str) -> bytes:
+    """A ``squeue --json`` (data_parser v0.0.38, Slurm 22.05) document with one pending job."""
+    job = {
+        "account": bank, "array_job_id": 0, "array_task_id": None, "array_task_string": "",
+        "cluster": cluster, "cpus": cores, "eligible_time": t_submit, "end_time": 0,
+        "exit_code": 0, "group_id": uid, "group_name": user, "job_id": jobid,
+        "job_state": "PENDING", "name": name, "nodes": "", "node_count": nodes,
+        "partition": partition, "qos": qos, "restart_cnt": 0, "start_time": 0,
+        "state_reason": "Priority", "submit_time": t_submit, "time_limit": limit_min,
+        "tres_req_str": tres_req, "user_id": uid, "user_name": user, "het_job_id": 0,
+        "het_job_offset": 0, "current_working_directory": f"/home/{user}/{name}",
+    }
+    doc = {"meta": {"plugin": {"type": "openapi/v0.0.38", "name": "Slurm OpenAPI v0.0.38"},
+                    "Slurm": {"version": {"major": 22, "micro": 8, "minor": 5},
+                              "release": "22.05.8"}},
+           "errors": [], "jobs": [job]}
+    return json.dumps(doc, separators=(",", ":")).encode()
