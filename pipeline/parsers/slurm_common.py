@@ -1,0 +1,480 @@
+"""Building blocks shared by the Slurm parsers (jobcomp, squeue/sacct JSON, hooks).
+
+Slurm writes the same facts in many shapes: UTC strings without a zone or epoch integers,
+``{set, infinite, number}`` objects, NO_VAL sentinels, ``"3:0"`` exit pairs or raw wait
+statuses, TRES strings or TRES lists. Each helper here turns one such shape into a plain
+Python value or raises :class:`ParseError` naming the field; nothing else escapes.
+
+Every helper is pure. The reference for all shapes is ``reference/slurm.md`` (sections 1, 2
+and 5); comments cite the section where a rule comes from.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pipeline.errors import ParseError
+from pipeline.hostlist import expand_hostlist
+from pipeline.model import FACT_FIELDS, JobEvent, make_event_id
+
+__all__ = [
+    "PRIVATE_KEYS",
+    "EventBuilder",
+    "StateInfo",
+    "classify_state",
+    "decode_json",
+    "epoch",
+    "exit_from_object",
+    "exit_from_pair",
+    "exit_from_wait_status",
+    "expand_nodes",
+    "gpu_count",
+    "has_nodes",
+    "opt_int",
+    "opt_str",
+    "put",
+    "queue_name",
+    "require_object",
+    "scrub_record",
+    "slurm_int",
+    "tres_counts",
+    "tres_list_counts",
+]
+
+#: Slurm's "no value" and "unlimited" sentinels (uint32), as they leak into old JSON.
+NO_VAL = 0xFFFFFFFE
+INFINITE = 0xFFFFFFFF
+NO_VAL64 = 0xFFFFFFFFFFFFFFFE
+INFINITE64 = 0xFFFFFFFFFFFFFFFF
+_SENTINELS = frozenset({NO_VAL, INFINITE, NO_VAL64, INFINITE64, 0xFFFE, 0xFFFF})
+
+#: Epoch seconds beyond this are not a time Slurm can mean (year 5138); rejecting them keeps
+#: float conversion and datetime arithmetic safe.
+_MAX_EPOCH = 1e11
+
+#: Record keys that never go downstream (design 5, privacy): batch scripts, environments,
+#: and the submit command line (it carries the same kind of secrets as the environment).
+PRIVATE_KEYS: frozenset[str] = frozenset(
+    {"script", "environment", "env", "batch_script", "spank_job_env", "submit_line"}
+)
+
+#: Words Slurm prints where a time or node list is unknown (slurm.md 1.2, 2.3, 4.6).
+_NONE_WORDS = frozenset({"", "unknown", "none", "none assigned", "(null)", "n/a"})
+
+
+# --------------------------------------------------------------------------- JSON input
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def decode_json(payload: bytes | bytearray | memoryview | str, *, what: str) -> Any:
+    """Bytes of one JSON document -> Python value.
+
+    Trailing NUL bytes are dropped: jobcomp/kafka up to 23.11.6 sent ``strlen + 1`` bytes
+    (slurm.md 1.1). NaN/Infinity literals and nesting deep enough to exhaust the stack are
+    rejected as invalid JSON rather than crashing.
+    """
+    if isinstance(payload, str):
+        text = payload
+    elif isinstance(payload, bytes | bytearray | memoryview):
+        raw = bytes(payload).rstrip(b"\x00")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ParseError("invalid-utf8",
+                             f"{what} is not UTF-8 (byte {exc.start})") from None
+    else:
+        raise ParseError("bad-type", f"{what} payload must be bytes, not {type(payload).__name__}")
+    text = text.rstrip("\x00")
+    if not text.strip():
+        raise ParseError("invalid-json", f"{what} is empty")
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ParseError("invalid-json", f"{what} is nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, huge integers, NaN
+        raise ParseError("invalid-json", f"{what} is not valid JSON: {exc}") from None
+
+
+def require_object(value: Any, *, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise ParseError("not-an-object",
+                         f"{what} must be a JSON object, not {_json_type(value)}")
+    return value
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _bad_type(field: str, expected: str, value: Any) -> ParseError:
+    return ParseError("bad-type", f"{field} must be {expected}, not {_json_type(value)}")
+
+
+# --------------------------------------------------------------------------- scalars
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def slurm_int(value: Any, field: str) -> int | None:
+    """An integer as any Slurm JSON version writes it; None when unset or unlimited.
+
+    Accepts a plain int, ``null``, the ``{set, infinite, number}`` object of data_parser
+    v0.0.39+ (slurm.md 2.5 rule 1), NO_VAL/INFINITE sentinels, and decimal strings (TRES
+    counts, environment values).
+    """
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        if "set" not in value and "number" not in value:
+            raise _bad_type(field, "an integer or a {set, infinite, number} object", value)
+        if value.get("infinite") is True or value.get("set") is False:
+            return None
+        number = value.get("number")
+        if isinstance(number, dict):  # no nesting: keeps deep garbage from recursing
+            raise _bad_type(f"{field}.number", "an integer", number)
+        return slurm_int(number, field)
+    if isinstance(value, str):
+        text = value.strip()
+        if not re.fullmatch(r"-?\d{1,20}", text):
+            raise _bad_type(field, "an integer", value)
+        value = int(text)
+    elif isinstance(value, float) and not isinstance(value, bool):
+        if not math.isfinite(value) or value != int(value):
+            raise _bad_type(field, "an integer", value)
+        value = int(value)
+    if not _is_int(value):
+        raise _bad_type(field, "an integer", value)
+    if value in _SENTINELS:
+        return None
+    return value
+
+
+def opt_int(obj: Mapping[str, Any], key: str, *, what: str = "") -> int | None:
+    return slurm_int(obj.get(key), f"{what}{key}")
+
+
+def opt_str(obj: Mapping[str, Any], key: str, *, what: str = "") -> str | None:
+    """A string field; None when absent, null or empty."""
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _bad_type(f"{what}{key}", "a string", value)
+    return value or None
+
+
+def epoch(value: Any, field: str) -> float | None:
+    """A point in time as epoch seconds (UTC); None when Slurm says it is unset.
+
+    jobcomp writes ``YYYY-MM-DDTHH:MM:SS`` in UTC without a zone (slurm.md 1.2) and
+    "Unknown"/"None" for invalid times before 23.11.9; the CLIs write epoch integers or
+    ``{set, infinite, number}`` objects (2.5). Zero means unset everywhere.
+    """
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        number = slurm_int(value, field)
+        return None if number is None else epoch(number, field)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() in _NONE_WORDS:
+            return None
+        if re.fullmatch(r"\d{1,12}(\.\d{1,9})?", text):
+            return epoch(float(text), field)
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            raise ParseError("bad-time", f"{field}: {value[:40]!r} is not a time") from None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        try:
+            seconds = parsed.timestamp()
+        except (OverflowError, ValueError, OSError):
+            raise ParseError("bad-time", f"{field}: {value[:40]!r} is out of range") from None
+        return epoch(seconds, field) if seconds != 0 else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _bad_type(field, "a time (string or epoch number)", value)
+    if _is_int(value) and value in _SENTINELS:
+        return None
+    if not math.isfinite(value) or value < 0 or value > _MAX_EPOCH:
+        raise ParseError("bad-time", f"{field}: {value!r} is not an epoch time")
+    return float(value) if value else None
+
+
+# --------------------------------------------------------------------------- exit codes
+
+def exit_from_pair(value: Any, field: str) -> tuple[int, int] | None:
+    """``"3:0"`` (exit status : signal, jobcomp and SLURM_JOB_EXIT_CODE2) -> (3, 0)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _bad_type(field, 'an "exit:signal" string', value)
+    m = re.fullmatch(r"\s*(\d{1,10}):(\d{1,10})\s*", value)
+    if m is None:
+        raise ParseError("bad-exit-code", f"{field}: {value[:40]!r} is not exit:signal")
+    return int(m.group(1)), int(m.group(2))
+
+
+def exit_from_wait_status(value: Any, field: str) -> tuple[int, int] | None:
+    """A raw wait status (squeue v0.0.38/39, SLURM_JOB_EXIT_CODE): 768 -> (3, 0).
+
+    Decoded as POSIX ``WIFEXITED``/``WTERMSIG`` do, so that a signalled job reads
+    ``(0, sig)`` exactly as jobcomp's ``"0:sig"``.
+    """
+    status = slurm_int(value, field)
+    if status is None:
+        return None
+    if status < 0 or status > 0xFFFF:
+        raise ParseError("bad-exit-code", f"{field}: {status} is not a wait status")
+    sig = status & 0x7F
+    if sig == 0:
+        return (status >> 8) & 0xFF, 0
+    if sig == 0x7F:  # stopped, not ended: tells nothing about the exit
+        return None
+    return 0, sig
+
+
+def exit_from_object(value: Any, field: str) -> tuple[int, int] | None:
+    """The verbose exit object of sacct and of squeue v0.0.40+ -> (exit, signal).
+
+    ``{"status": ["ERROR"], "return_code": {set,infinite,number}, "signal": {"id": {...},
+    "name": ""}}`` (v0.0.40+), ``{"status", "return_code", "signal": {"signal_id", "name"}}``
+    (v0.0.39), ``{"status", "return_code"}`` (v0.0.38). A bare integer or NO_VAL object is a
+    raw wait status (squeue up to v0.0.39).
+    """
+    if value is None:
+        return None
+    if not isinstance(value, dict) or "set" in value or "number" in value:
+        return exit_from_wait_status(value, field)
+    status = value.get("status")
+    words = status if isinstance(status, list) else [status]
+    if not all(w is None or isinstance(w, str) for w in words):
+        raise _bad_type(f"{field}.status", "a string or a list of strings", status)
+    if {"PENDING", "INVALID"} & {w for w in words if w}:
+        return None
+    code = slurm_int(value.get("return_code"), f"{field}.return_code")
+    sig_obj = value.get("signal")
+    sig: int | None = None
+    if sig_obj is not None:
+        if not isinstance(sig_obj, dict):
+            raise _bad_type(f"{field}.signal", "an object", sig_obj)
+        raw = sig_obj.get("id", sig_obj.get("signal_id"))
+        sig = slurm_int(raw, f"{field}.signal.id")
+    if code is None and not sig:
+        return None
+    if (code is not None and code < 0) or (sig is not None and sig < 0):
+        raise ParseError("bad-exit-code", f"{field}: negative exit code or signal")
+    return code or 0, sig or 0
+
+
+# --------------------------------------------------------------------------- states
+
+#: Slurm base states (``enum job_states``) and what a finished one means for ``result``.
+RESULT_OF_STATE: Mapping[str, str | None] = {
+    "PENDING": None, "RUNNING": None, "SUSPENDED": None,
+    "COMPLETED": "completed", "CANCELLED": "cancelled", "FAILED": "failed",
+    "TIMEOUT": "timeout", "NODE_FAIL": "node_fail", "PREEMPTED": "preempted",
+    "BOOT_FAIL": "failed", "DEADLINE": "failed", "OUT_OF_MEMORY": "oom",
+}
+#: State flags (slurm.md 2.5). Before v0.0.40 a flag can replace the base state in the
+#: single state string (``job_state_string()`` prints the flag first).
+_REQUEUE_FLAGS = frozenset({"REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT"})
+_ACTIVE_FLAGS = frozenset({
+    "COMPLETING", "CONFIGURING", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED",
+    "POWER_UP_NODE", "LAUNCH_FAILED", "UPDATE_DB", "EXPEDITING",
+})
+_WAITING_FLAGS = frozenset({"REVOKED", "RESV_DEL_HOLD"})
+_KNOWN_FLAGS = _REQUEUE_FLAGS | _ACTIVE_FLAGS | _WAITING_FLAGS
+
+
+class StateInfo:
+    """A Slurm job state, split into the base state and its flags."""
+
+    __slots__ = ("base", "flags", "raw")
+
+    def __init__(self, base: str | None, flags: frozenset[str], raw: str | list[str]) -> None:
+        self.base = base
+        self.flags = flags
+        self.raw = raw
+
+    @property
+    def result(self) -> str | None:
+        """The job's result when the state is final, else None."""
+        if self.base is None or self.requeued:
+            return None
+        return RESULT_OF_STATE[self.base]
+
+    @property
+    def requeued(self) -> bool:
+        return bool(self.flags & _REQUEUE_FLAGS)
+
+    @property
+    def pending(self) -> bool:
+        return self.base == "PENDING" or bool(self.flags & _WAITING_FLAGS) or (
+            self.base is None and self.requeued)
+
+
+def classify_state(value: Any, field: str) -> StateInfo:
+    """``"FAILED"``, ``"CANCELLED by 0"``, ``"COMPLETING"`` or ``["RUNNING", "COMPLETING"]``.
+
+    A list carries the base state first, then flags (v0.0.40+); unknown flags there are
+    ignored because Slurm adds new ones, but the base must be known. A single string is
+    either a base state or, before v0.0.40, a flag that hides the base.
+    """
+    if isinstance(value, list):
+        if not value or not all(isinstance(v, str) for v in value):
+            raise _bad_type(field, "a non-empty list of state names", value)
+        base = value[0].split(" ", 1)[0].upper()
+        if base not in RESULT_OF_STATE:
+            raise ParseError("bad-state", f"{field}: unknown job state {value[0][:40]!r}")
+        flags = frozenset(v.upper() for v in value[1:])
+        return StateInfo(base, flags, list(value))
+    if not isinstance(value, str):
+        raise _bad_type(field, "a state name or a list of them", value)
+    word = value.strip().split(" ", 1)[0].upper()  # sacct text: "CANCELLED by 0"
+    if word in RESULT_OF_STATE:
+        return StateInfo(word, frozenset(), value)
+    if word in _KNOWN_FLAGS:
+        return StateInfo(None, frozenset({word}), value)
+    raise ParseError("bad-state", f"{field}: unknown job state {value[:40]!r}")
+
+
+# --------------------------------------------------------------------------- resources
+
+def has_nodes(value: str | None) -> bool:
+    return value is not None and value.strip().lower() not in _NONE_WORDS
+
+
+def expand_nodes(value: str | None, field: str) -> list[str]:
+    """A Slurm hostlist expression -> host names; [] for none ("None assigned", null)."""
+    if not has_nodes(value):
+        return []
+    assert value is not None
+    try:
+        return expand_hostlist(value)
+    except ValueError as exc:
+        raise ParseError("bad-hostlist", f"{field}: {exc}") from None
+
+
+def tres_counts(value: Any, field: str) -> dict[str, int]:
+    """``"cpu=4,mem=500M,node=1,billing=4,gres/gpu=2"`` -> ``{"cpu": 4, "node": 1, ...}``.
+
+    Only integer counts are kept (``mem=500M`` is a size, not a count). Entries that are
+    not ``name=value`` or negative are skipped: TRES strings are informative, and
+    cc-slurm-adapter also clamps odd counts rather than rejecting the job (slurm.md 2.5).
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, str):
+        raise _bad_type(field, "a TRES string", value)
+    out: dict[str, int] = {}
+    for item in value.split(","):
+        name, sep, count = item.strip().partition("=")
+        if sep and re.fullmatch(r"\d{1,18}", count.strip()):
+            out[name.strip()] = int(count)
+    return out
+
+
+def tres_list_counts(value: Any, field: str) -> dict[str, int]:
+    """sacct's TRES list ``[{"type": "gres", "name": "gpu", "id": 1001, "count": 2}]`` ->
+    the same keys as :func:`tres_counts` (``gres/gpu``)."""
+    if value is None:
+        return {}
+    if not isinstance(value, list):
+        raise _bad_type(field, "a list of TRES objects", value)
+    out: dict[str, int] = {}
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise _bad_type(f"{field}[{i}]", "a TRES object", item)
+        kind = opt_str(item, "type", what=f"{field}[{i}].")
+        if kind is None:
+            continue
+        name = opt_str(item, "name", what=f"{field}[{i}].")
+        try:
+            count = slurm_int(item.get("count"), f"{field}[{i}].count")
+        except ParseError:
+            continue
+        if count is None or count < 0:
+            continue
+        out[f"{kind}/{name}" if name else kind] = count
+    return out
+
+
+def gpu_count(tres: Mapping[str, int]) -> int | None:
+    """GPUs of a TRES map: ``gres/gpu`` when present, else the sum of typed ``gres/gpu:x``."""
+    if "gres/gpu" in tres:
+        return tres["gres/gpu"]
+    typed = [n for key, n in tres.items() if key.startswith("gres/gpu:")]
+    return sum(typed) if typed else None
+
+
+def queue_name(partition: str | None) -> str | None:
+    """The partition as ``queue``, unless it is a comma list of requested partitions
+    (jobcomp before 25.05, pending jobs in squeue): then the job's queue is not known."""
+    if partition is None or "," in partition:
+        return None
+    return partition
+
+
+def scrub_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a record without the private keys (scripts, environments)."""
+    return {k: v for k, v in record.items() if k not in PRIVATE_KEYS}
+
+
+# --------------------------------------------------------------------------- events
+
+def put(facts: dict[str, Any], key: str, value: Any) -> None:
+    """Set a fact unless the value is unknown (None or empty)."""
+    if value is None or value == "" or value == []:
+        return
+    expected = FACT_FIELDS[key]  # KeyError here is a programming error, not bad input
+    assert isinstance(value, expected) and not isinstance(value, bool), (key, value)
+    facts[key] = value
+
+
+class EventBuilder:
+    """Makes the canonical events of one job from one Slurm record.
+
+    ``family`` (jobcomp, squeue, sacct, hook) is part of every ``event_id``: the sources
+    report the same moment with different detail, so each keeps its own id (model
+    ``make_event_id``).
+    """
+
+    def __init__(self, *, cluster: str, job_id: str, source: str, family: str) -> None:
+        self.cluster = cluster
+        self.job_id = job_id
+        self.source = source
+        self.family = family
+        self.events: list[JobEvent] = []
+
+    def add(self, event: str, timestamp: float, *, facts: Mapping[str, Any],
+            context: Mapping[str, Any] | None = None,
+            record: Mapping[str, Any] | None = None,
+            id_extra: Iterable[Any] = ()) -> None:
+        event_id = make_event_id(self.cluster, "slurm", self.job_id, event, timestamp,
+                                 self.family, *id_extra)
+        self.events.append(JobEvent(
+            cluster=self.cluster, scheduler="slurm", job_id=self.job_id, event=event,
+            timestamp=timestamp, source=self.source, event_id=event_id,
+            context=dict(context or {}), facts=dict(facts), record=record,
+        ))
