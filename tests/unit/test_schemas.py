@@ -126,3 +126,38 @@ def test_missing_or_broken_schema_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "RawRecord.avsc").write_text('"string"')
     with pytest.raises(JobstreamError, match="record"):
         load_schema("RawRecord", tmp_path)
+
+
+# Elasticsearch mapping type -> the Avro type of the same field (unions and arrays unwrapped).
+_ES_TO_AVRO = {"keyword": "string", "text": "string", "long": "long", "double": "double",
+               "date": "long", "boolean": "boolean", "date_range": "record",
+               "record": "record"}
+
+
+def _avro_base(t: Any) -> Any:
+    if isinstance(t, list):
+        (t,) = [x for x in t if x != "null"]
+    if isinstance(t, dict) and t["type"] == "array":
+        return _avro_base(t["items"])
+    if isinstance(t, dict):
+        return t["type"]
+    return "record" if "." in t else t  # a named record referenced by its full name
+
+
+@pytest.mark.parametrize(("template", "name", "es_only"), [
+    ("hpc-jobs", "JobState", set()),
+    ("hpc-queue-snapshots", "QueueSnapshot", set()),
+])
+def test_avro_fields_match_the_elasticsearch_template(template: str, name: str,
+                                                      es_only: set[str]) -> None:
+    """The sink indexes these values as they are; the index is strict about field names."""
+    path = ROOT / "schemas" / "elasticsearch" / f"{template}.json"
+    if not path.is_file():
+        pytest.skip(f"{path} not written yet")
+    doc = json.loads(path.read_text())
+    props = doc.get("template", doc)["mappings"]["properties"]
+    fields = {f["name"]: f["type"] for f in load_schema(name).current["fields"]}
+    assert set(props) - es_only == set(fields)
+    for field, avro_type in fields.items():
+        es_type = props[field].get("type", "record")  # object with properties
+        assert _ES_TO_AVRO[es_type] == _avro_base(avro_type), field
