@@ -1,0 +1,696 @@
+"""The fold: canonical job events -> job documents (design section 4, "The job document").
+
+One pure function, ``fold(events)``, used by ``jobstream fold`` and, through the incremental
+:class:`JobFold`, by the stream agents. The output does not depend on the order or on
+duplication of its input:
+
+1. events are deduplicated by ``event_id`` (two copies of one id that differ, e.g. a journal
+   ``submit`` with its jobspec and an eventlog ``submit`` without, are merged key by key:
+   union of facts, and for a key both give, the larger canonical JSON value);
+2. the events of a job are sorted by a total order: ``timestamp``, ``seq`` (None last),
+   lifecycle phase of the event name (so that an ``end`` and a ``requeue`` stated at the
+   same second apply in that order), source rank (hook < squeue < sacct < jobcomp: the more
+   complete record applies later), ``event_id``;
+3. they are applied one by one. Facts merge "later wins, never overwritten by absence", with
+   one precedence above order: within a run, facts of an ``end`` record (Slurm's completion
+   record) beat any other source, so a late squeue poll cannot undo the final values.
+
+Identity. A document describes one incarnation of a job. Flux ids never repeat. A Slurm id
+can be reused after a wrap of ``MaxJobId``; its events are split by submit time: every
+distinct submit time (``t_submit`` facts, ``submit`` event timestamps) starts a new
+incarnation, except that a requeued job gets a new submit time from Slurm too
+(``batch_requeue_fini``), so a submit time continues the previous incarnation when a
+``requeue`` event lies between the two, or when it states a higher ``restart_count``.
+An event without a submit time belongs to the incarnation with the latest submit not after
+its timestamp. A requeued job stays one document: ``requeue_count`` goes up, and the run
+fields (times, result, exit code, node list, counts) describe the latest run while usage
+hours add up every run.
+
+Field rules that are choices (Flux facts: flux.md section 2.3):
+
+* ``t_alloc``: Flux ``alloc`` (flux-core's ``t_run``); Slurm: an ``alloc`` or
+  ``prolog-start`` event, else ``t_start`` (Slurm's start time *is* the allocation).
+* ``t_start``: Flux ``start`` (job shells launched); Slurm start time.
+* ``t_eligible``: Slurm ``eligible``. Flux: the ``priority`` event that made the job
+  schedulable (entering SCHED with a non-zero priority; a hold, priority 0, resets it): the
+  Flux counterpart of Slurm's eligible time, which also excludes dependency and hold time.
+* ``t_end``: Flux ``finish`` or the first fatal exception, whichever comes first
+  (flux-core's ``t_cleanup``); Slurm ``end``. ``t_clean``: Flux ``clean``.
+* ``wait_s`` = t_start - t_submit, ``eligible_wait_s`` = t_start - t_eligible.
+  ``run_s`` is the allocation's wall time, t_end - (t_alloc or t_start): flux-core's
+  ``runtime`` and Slurm's ``elapsed``; while running it runs up to the newest event time
+  (never the wall clock, so a fold is reproducible). On Flux, wait and run overlap by the
+  prolog. Negative differences (clock skew between sources) are left out.
+* ``result``, Flux, as flux-core job-list computes it (success = ``finish`` status 0 with no
+  fatal exception before it -> completed; else the tracked exception, the most severe and
+  first at equal severity: ``cancel`` -> cancelled, ``timeout`` -> timeout; else failed),
+  with flux-core's FAILED refined where the tracked exception is fatal: ``oom`` -> oom,
+  ``node-failure`` -> node_fail, ``exec`` (the job's own task failed to start) -> failed,
+  any other type (dependency, operator-raised, scheduler, plugin) -> exception. Slurm: the
+  ``result`` fact of the completion record. Results appear only once the job is done.
+* ``cancelled_before_start``: cancelled, and no run ever started (Slurm's completion record
+  of a job cancelled while pending states ``@start == @end`` and no nodes: that start is
+  not a start).
+* ``revision``: the number of distinct (event id, content) pairs folded for the job key.
+  It only grows as events arrive, is the same for any order, and is shared by every
+  incarnation of a key (an event can move between incarnations when a new submit time
+  arrives; a shared count still only grows).
+
+Documents never carry scripts, environments or paths (``cwd`` facts stay out).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pipeline.buckets import duration_bucket, gpu_bucket, size_bucket
+from pipeline.model import RESULTS, JobEvent, job_key
+
+__all__ = ["DOC_FIELDS", "JobFold", "doc_id", "event_order", "fold"]
+
+#: Every field of a job document, in output order (absent values are None).
+DOC_FIELDS: tuple[str, ...] = (
+    "cluster", "scheduler", "job_id", "job_id_f58", "incarnation", "job_name",
+    "array_id", "array_task", "het_id", "het_offset",
+    "user", "uid", "group", "gid", "bank", "queue", "qos",
+    "state", "result", "exit_code", "signal", "cancelled_before_start", "exceptions",
+    "requeue_count",
+    "t_submit", "t_eligible", "t_alloc", "t_start", "t_end", "t_clean",
+    "wait_s", "eligible_wait_s", "run_s", "prolog_s", "epilog_s",
+    "timelimit_s", "nodes_req", "cores_req", "gpus_req",
+    "nnodes", "ncores", "ngpus", "nodelist", "first_node",
+    "node_hours", "core_hours", "gpu_hours",
+    "timelimit_used_pct", "expansion_factor", "ef_x_nh",
+    "size_bucket", "size_bucket_id", "gpu_bucket", "gpu_bucket_id",
+    "wait_bucket", "wait_bucket_id", "runtime_bucket", "runtime_bucket_id",
+    "run_interval", "pending_interval",
+    "revision", "updated_at",
+)
+
+#: Facts copied to the document as they are (latest value wins).
+_IDENTITY_FACTS: tuple[str, ...] = (
+    "job_name", "array_id", "array_task", "het_id", "het_offset", "user", "uid", "group",
+    "gid", "bank", "queue", "qos", "timelimit_s", "nodes_req", "cores_req", "gpus_req",
+)
+#: Facts that belong to one run of the job: a requeue forgets them.
+_RUN_FACTS: frozenset[str] = frozenset(
+    {"t_eligible", "t_start", "t_end", "exit_code", "signal", "result", "nnodes", "ncores",
+     "ngpus", "nodelist", "expiration"}
+)
+
+_SOURCE_RANK: Mapping[str, int] = {
+    "slurm-hook": 0, "slurm-squeue": 1, "slurm-sacct": 2, "slurm-jobcomp": 3,
+}
+
+# Lifecycle position of event names, to order events stated at the same instant.
+_PHASE_ORDER: tuple[str, ...] = (
+    "submit", "jobspec-update", "dependency-add", "dependency-remove", "set-flags",
+    "validate", "invalidate", "depend", "flux-restart", "urgency", "priority", "eligible",
+    "resource-update", "alloc", "prolog-start", "prolog-finish", "start", "memo",
+    "preempt", "exception", "finish", "release", "epilog-start", "epilog-finish", "free",
+    "end", "requeue", "clean",
+)
+_PHASE_RANK: Mapping[str, int] = {name: i for i, name in enumerate(_PHASE_ORDER)}
+_PHASE_UNKNOWN = _PHASE_RANK["memo"]
+
+# Document states, ordered: within one run a job never goes back.
+_PENDING, _RUNNING, _COMPLETING, _DONE = 0, 1, 2, 3
+_STATE_NAMES = ("pending", "running", "completing", "done")
+
+# Fatal Flux exception types with a result finer than flux-core's FAILED.
+_FLUX_FATAL_RESULTS: Mapping[str, str] = {
+    "oom": "oom", "node-failure": "node_fail", "exec": "failed",
+}
+
+_RUNNING_EVENTS = frozenset({"alloc", "prolog-start", "prolog-finish", "start"})
+
+
+def event_order(ev: JobEvent) -> tuple[Any, ...]:
+    """The total order in which the fold applies a job's events."""
+    return (ev.timestamp, ev.seq is None, ev.seq or 0, _PHASE_RANK.get(ev.event, _PHASE_UNKNOWN),
+            _SOURCE_RANK.get(ev.source, 0), ev.event_id)
+
+
+def doc_id(doc: Mapping[str, Any]) -> str:
+    """Elasticsearch id of a job document: ``cluster:job_id``.
+
+    A later incarnation of a reused Slurm job id adds ``@<t_submit ms>``.
+    """
+    base = f"{doc['cluster']}:{doc['job_id']}"
+    if doc.get("incarnation"):
+        return f"{base}@{doc['t_submit']}"
+    return base
+
+
+def fold(events: Iterable[JobEvent]) -> list[dict[str, Any]]:
+    """Job documents of ``events`` (any jobs, any order, duplicates allowed), by doc id."""
+    folds: dict[str, JobFold] = {}
+    for ev in events:
+        jf = folds.get(ev.key)
+        if jf is None:
+            jf = folds[ev.key] = JobFold()
+        jf.add(ev)
+    docs = [doc for jf in folds.values() for doc in jf.documents()]
+    docs.sort(key=doc_id)
+    return docs
+
+
+# --------------------------------------------------------------------------- incremental
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _fingerprint(ev: JobEvent) -> str:
+    text = _canonical([ev.event, repr(ev.timestamp), ev.source, ev.seq, ev.context, ev.facts])
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def _merge_maps(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """Key-wise union; where both have a key, the larger canonical value (commutative)."""
+    out = dict(a)
+    for k, v in b.items():
+        if k not in out or _canonical(v) > _canonical(out[k]):
+            out[k] = v
+    return out
+
+
+def _merge_variants(a: JobEvent, b: JobEvent) -> JobEvent:
+    """One event from two copies with the same id; the same result in either order."""
+    seqs = [s for s in (a.seq, b.seq) if s is not None]
+    return replace(
+        a,
+        event=min(a.event, b.event),
+        timestamp=min(a.timestamp, b.timestamp),
+        source=min(a.source, b.source),
+        seq=min(seqs) if seqs else None,
+        context=_merge_maps(a.context, b.context),
+        facts=_merge_maps(a.facts, b.facts),
+        job_id_f58=a.job_id_f58 or b.job_id_f58,
+    )
+
+
+class JobFold:
+    """The deduplicated events of one job key, and their documents.
+
+    Holds compact events only (no ``jobspec``, ``R`` or ``record``: the facts carry what a
+    document needs). ``documents()`` always equals ``fold()`` of every event added so far.
+    """
+
+    __slots__ = ("cluster", "scheduler", "job_id", "job_id_f58", "_events", "_fps")
+
+    def __init__(self) -> None:
+        self.cluster: str | None = None
+        self.scheduler: str | None = None
+        self.job_id: str | None = None
+        self.job_id_f58: str | None = None
+        self._events: dict[str, JobEvent] = {}
+        self._fps: dict[str, set[str]] = {}
+
+    @property
+    def key(self) -> str | None:
+        return None if self.cluster is None else job_key(self.cluster, self.job_id or "")
+
+    @property
+    def revision(self) -> int:
+        """Distinct (event id, content) pairs folded: grows with every new fact."""
+        return sum(len(fps) for fps in self._fps.values())
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def add(self, event: JobEvent) -> bool:
+        """Fold in one event; False if it was already there (a duplicate)."""
+        if self.cluster is None:
+            self.cluster, self.scheduler, self.job_id = (
+                event.cluster, event.scheduler, event.job_id)
+        elif (event.cluster, event.scheduler, event.job_id) != (
+                self.cluster, self.scheduler, self.job_id):
+            raise ValueError(f"event of {event.scheduler} job {event.key} added to the fold "
+                             f"of {self.scheduler} job {self.key}")
+        compact = replace(event, jobspec=None, R=None, record=None,
+                          context=dict(event.context), facts=dict(event.facts))
+        fp = _fingerprint(compact)
+        fps = self._fps.setdefault(event.event_id, set())
+        if fp in fps:
+            return False
+        fps.add(fp)
+        old = self._events.get(event.event_id)
+        self._events[event.event_id] = compact if old is None else _merge_variants(old, compact)
+        if event.job_id_f58 and (self.job_id_f58 is None or event.job_id_f58 < self.job_id_f58):
+            self.job_id_f58 = event.job_id_f58
+        return True
+
+    def events(self) -> list[JobEvent]:
+        """The deduplicated events, in fold order."""
+        return sorted(self._events.values(), key=event_order)
+
+    def documents(self) -> list[dict[str, Any]]:
+        """The job documents (one per incarnation, oldest first)."""
+        if not self._events:
+            return []
+        ordered = self.events()
+        parts = _split_incarnations(ordered) if self.scheduler == "slurm" else [ordered]
+        revision = self.revision
+        return [_Incarnation(self, n, revision).fold(evs) for n, evs in enumerate(parts)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able state (for a Faust table)."""
+        return {
+            "cluster": self.cluster,
+            "scheduler": self.scheduler,
+            "job_id": self.job_id,
+            "job_id_f58": self.job_id_f58,
+            "events": [
+                {"event_id": ev.event_id, "event": ev.event, "timestamp": ev.timestamp,
+                 "source": ev.source, "seq": ev.seq, "context": dict(ev.context),
+                 "facts": dict(ev.facts), "fps": sorted(self._fps[ev.event_id])}
+                for ev in self.events()
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> JobFold:
+        jf = cls()
+        jf.cluster, jf.scheduler, jf.job_id = d["cluster"], d["scheduler"], d["job_id"]
+        jf.job_id_f58 = d.get("job_id_f58")
+        for e in d.get("events", ()):
+            ev = JobEvent(cluster=d["cluster"], scheduler=d["scheduler"], job_id=d["job_id"],
+                          event=e["event"], timestamp=float(e["timestamp"]), source=e["source"],
+                          event_id=e["event_id"], seq=e.get("seq"),
+                          context=dict(e.get("context") or {}), facts=dict(e.get("facts") or {}),
+                          job_id_f58=jf.job_id_f58)
+            jf._events[ev.event_id] = ev
+            jf._fps[ev.event_id] = set(e.get("fps") or [_fingerprint(ev)])
+        return jf
+
+
+# --------------------------------------------------------------------------- incarnations
+
+
+def _submit_time(ev: JobEvent) -> float | None:
+    t = ev.facts.get("t_submit")
+    if t is not None:
+        return float(t)
+    return ev.timestamp if ev.event == "submit" else None
+
+
+def _split_incarnations(ordered: list[JobEvent]) -> list[list[JobEvent]]:
+    """Cut the events of one Slurm job id into incarnations (see the module docstring)."""
+    restarts: dict[float, int | None] = {}
+    for ev in ordered:
+        s = _submit_time(ev)
+        if s is None:
+            continue
+        rc = ev.facts.get("restart_count")
+        known = restarts.get(s)
+        restarts[s] = rc if known is None else (known if rc is None else max(known, rc))
+    if len(restarts) < 2:
+        return [ordered]
+    requeues = [ev.timestamp for ev in ordered if ev.event == "requeue"]
+    times = sorted(restarts)
+    starts = [times[0]]
+    for prev, s in zip(times, times[1:], strict=False):
+        rc, prev_rc = restarts[s], restarts[prev]
+        requeued = any(prev <= r <= s for r in requeues) or (
+            rc is not None and rc > (prev_rc or 0))
+        if not requeued:
+            starts.append(s)
+    parts: list[list[JobEvent]] = [[] for _ in starts]
+    for ev in ordered:
+        s = _submit_time(ev)
+        idx = bisect_right(starts, ev.timestamp if s is None else s) - 1
+        parts[max(idx, 0)].append(ev)
+    return [p for p in parts if p]
+
+
+# --------------------------------------------------------------------------- one incarnation
+
+
+def _ms(t: float | None) -> int | None:
+    return None if t is None else round(t * 1000)
+
+
+def _span_s(start_ms: int | None, end_ms: int | None) -> float | None:
+    if start_ms is None or end_ms is None or end_ms < start_ms:
+        return None
+    return (end_ms - start_ms) / 1000
+
+
+@dataclass(slots=True)
+class _Exception:
+    type: str
+    severity: int
+    note: str
+    timestamp: float
+
+
+@dataclass(slots=True)
+class _Run:
+    """What one run of the job (between requeues) told."""
+
+    facts: dict[str, tuple[bool, Any]] = field(default_factory=dict)
+    state: int = _PENDING
+    started: bool = False
+    t_eligible: float | None = None
+    eligible_since: float | None = None
+    t_alloc: float | None = None
+    t_start: float | None = None
+    t_end: float | None = None
+    t_end_record: float | None = None
+    t_clean: float | None = None
+    prolog: tuple[float | None, float | None] = (None, None)
+    epilog: tuple[float | None, float | None] = (None, None)
+    success: bool | None = None
+    invalidated: bool = False
+
+    def fact(self, name: str) -> Any:
+        entry = self.facts.get(name)
+        return None if entry is None else entry[1]
+
+
+def _min(a: float | None, b: float) -> float:
+    return b if a is None or b < a else a
+
+
+def _max(a: float | None, b: float) -> float:
+    return b if a is None or b > a else a
+
+
+class _Incarnation:
+    """Applies the ordered events of one incarnation and renders its document."""
+
+    def __init__(self, jf: JobFold, number: int, revision: int) -> None:
+        self.jf = jf
+        self.number = number
+        self.revision = revision
+        self.identity: dict[str, tuple[tuple[int, bool], Any]] = {}
+        self.run = _Run()
+        self.run_index = 0
+        self.started_any = False
+        self.prior_hours: list[float | None] = [None, None, None]
+        self.exceptions: list[_Exception] = []
+        self.tracked: _Exception | None = None
+        self.requeues = 0
+        self.restart_count = 0
+        self.t_submit: float | None = None
+        self.updated_at = -math.inf
+
+    # -- applying events
+
+    def fold(self, events: list[JobEvent]) -> dict[str, Any]:
+        for ev in events:
+            self.apply(ev)
+        return self.document()
+
+    def apply(self, ev: JobEvent) -> None:
+        self.updated_at = max(self.updated_at, ev.timestamp)
+        s = _submit_time(ev)
+        if s is not None:
+            self.t_submit = _min(self.t_submit, s)
+        rc = ev.facts.get("restart_count")
+        if isinstance(rc, int):
+            self.restart_count = max(self.restart_count, rc)
+        if ev.event == "requeue":
+            self._new_run(ev.timestamp)
+            self.requeues += 1
+        self._merge_facts(ev)
+        handler = _HANDLERS.get(ev.event)
+        if handler is not None:
+            handler(self, ev)
+
+    def _merge_facts(self, ev: JobEvent) -> None:
+        is_end = ev.event == "end"
+        prec = (self.run_index, is_end)
+        for name, value in ev.facts.items():
+            if value is None:
+                continue
+            if name in _RUN_FACTS:
+                old = self.run.facts.get(name)
+                if old is None or is_end >= old[0]:
+                    self.run.facts[name] = (is_end, value)
+            else:
+                old_id = self.identity.get(name)
+                if old_id is None or prec >= old_id[0]:
+                    self.identity[name] = (prec, value)
+
+    def _new_run(self, at: float) -> None:
+        if self._run_started(self.run):
+            self.started_any = True
+        hours = self._run_hours(self.run, end_fallback=at)
+        for i, h in enumerate(hours):
+            if h is not None:
+                self.prior_hours[i] = (self.prior_hours[i] or 0.0) + h
+        self.run = _Run()
+        self.run_index += 1
+
+    def _advance(self, state: int) -> None:
+        self.run.state = max(self.run.state, state)
+        if state == _RUNNING:
+            self.run.started = True
+
+    def _on_priority(self, ev: JobEvent) -> None:
+        run = self.run
+        if run.t_alloc is not None or run.state >= _RUNNING:
+            return
+        prio = ev.context.get("priority")
+        if isinstance(prio, (int, float)) and prio <= 0:
+            run.eligible_since = None
+        elif run.eligible_since is None:
+            run.eligible_since = ev.timestamp
+
+    def _on_eligible(self, ev: JobEvent) -> None:
+        self.run.t_eligible = _min(self.run.t_eligible, ev.timestamp)
+
+    def _on_alloc(self, ev: JobEvent) -> None:
+        self.run.t_alloc = _min(self.run.t_alloc, ev.timestamp)
+        self._advance(_RUNNING)
+
+    def _on_prolog(self, ev: JobEvent) -> None:
+        start, end = self.run.prolog
+        if ev.event == "prolog-start":
+            self.run.prolog = (_min(start, ev.timestamp), end)
+        else:
+            self.run.prolog = (start, _max(end, ev.timestamp))
+        self._advance(_RUNNING)
+
+    def _on_start(self, ev: JobEvent) -> None:
+        self.run.t_start = _min(self.run.t_start, ev.timestamp)
+        self._advance(_RUNNING)
+
+    def _on_exception(self, ev: JobEvent) -> None:
+        ctx = ev.context
+        severity = ctx.get("severity")
+        exc = _Exception(type=str(ctx.get("type", "")),
+                         severity=severity if isinstance(severity, int) else 0,
+                         note=str(ctx.get("note") or ""), timestamp=ev.timestamp)
+        self.exceptions.append(exc)
+        # flux-core job-list: the most severe exception is tracked, the first at equal severity
+        if self.tracked is None or exc.severity < self.tracked.severity:
+            self.tracked = exc
+        if exc.severity == 0 and self.run.state < _COMPLETING:
+            self.run.t_end = _min(self.run.t_end, ev.timestamp)
+            self._advance(_COMPLETING)
+
+    def _on_finish(self, ev: JobEvent) -> None:
+        run = self.run
+        status = ev.context.get("status")
+        if not isinstance(status, int):
+            code, sig = ev.facts.get("exit_code"), ev.facts.get("signal")
+            status = 0 if code == 0 and not sig else 1
+        fatal = self.tracked is not None and self.tracked.severity == 0
+        run.success = status == 0 and not fatal
+        if run.state < _COMPLETING:
+            run.t_end = _min(run.t_end, ev.timestamp)
+        self._advance(_COMPLETING)
+
+    def _on_epilog(self, ev: JobEvent) -> None:
+        start, end = self.run.epilog
+        if ev.event == "epilog-start":
+            self.run.epilog = (_min(start, ev.timestamp), end)
+        else:
+            self.run.epilog = (start, _max(end, ev.timestamp))
+        self._advance(_COMPLETING)
+
+    def _on_end(self, ev: JobEvent) -> None:
+        self.run.t_end_record = _min(self.run.t_end_record, ev.timestamp)
+        self._advance(_DONE)
+
+    def _on_clean(self, ev: JobEvent) -> None:
+        self.run.t_clean = _min(self.run.t_clean, ev.timestamp)
+        self._advance(_DONE)
+
+    def _on_invalidate(self, ev: JobEvent) -> None:
+        self.run.invalidated = True
+        self._advance(_DONE)
+
+    # -- rendering
+
+    def _times(self, run: _Run) -> dict[str, float | None]:
+        """Lifecycle times of a run: stated facts first, then event times."""
+        t_end_fact = run.fact("t_end")
+        t_end = t_end_fact if t_end_fact is not None else (
+            run.t_end_record if run.t_end_record is not None else run.t_end)
+        t_start = run.fact("t_start")
+        if t_start is None:
+            t_start = run.t_start
+        elif self._phantom_start(run, t_start, t_end):
+            t_start = None
+        t_alloc = run.t_alloc
+        if t_alloc is None and self.jf.scheduler == "slurm":
+            t_alloc = run.prolog[0] if run.prolog[0] is not None else t_start
+        t_eligible = run.fact("t_eligible")
+        if t_eligible is None:
+            t_eligible = run.t_eligible if run.t_eligible is not None else run.eligible_since
+        return {"t_eligible": t_eligible, "t_alloc": t_alloc, "t_start": t_start,
+                "t_end": t_end, "t_clean": run.t_clean}
+
+    def _run_started(self, run: _Run) -> bool:
+        return run.started or self._times(run)["t_start"] is not None
+
+    @staticmethod
+    def _phantom_start(run: _Run, t_start: float, t_end: float | None) -> bool:
+        # A completion record of a job cancelled while pending states @start == @end.
+        return (not run.started and t_end is not None and t_start == t_end
+                and not run.fact("nodelist") and not run.fact("nnodes"))
+
+    def _run_hours(self, run: _Run, end_fallback: float) -> list[float | None]:
+        times = self._times(run)
+        begin = times["t_alloc"] if times["t_alloc"] is not None else times["t_start"]
+        end = times["t_end"] if times["t_end"] is not None else end_fallback
+        run_s = _span_s(_ms(begin), _ms(end))
+        if run_s is None:
+            return [None, None, None]
+        counts = (run.fact("nnodes"), run.fact("ncores"), run.fact("ngpus"))
+        return [None if c is None else run_s * c / 3600 for c in counts]
+
+    def _result(self, run: _Run) -> str | None:
+        if run.state < _DONE:
+            return None
+        stated = run.fact("result")
+        if stated in RESULTS:
+            return str(stated)
+        if run.invalidated:
+            return "exception"
+        success = run.success
+        if success is None:
+            code = run.fact("exit_code")
+            success = code == 0 and not run.fact("signal") and not (
+                self.tracked is not None and self.tracked.severity == 0)
+        if success:
+            return "completed"
+        exc = self.tracked
+        if exc is None:
+            return "failed"
+        if exc.type == "cancel":
+            return "cancelled"
+        if exc.type == "timeout":
+            return "timeout"
+        if exc.severity == 0:
+            return _FLUX_FATAL_RESULTS.get(exc.type, "exception")
+        return "failed"
+
+    def document(self) -> dict[str, Any]:
+        jf, run = self.jf, self.run
+        doc: dict[str, Any] = dict.fromkeys(DOC_FIELDS)
+        doc.update(cluster=jf.cluster, scheduler=jf.scheduler, job_id=jf.job_id,
+                   job_id_f58=jf.job_id_f58, incarnation=self.number)
+        for name in _IDENTITY_FACTS:
+            entry = self.identity.get(name)
+            if entry is not None:
+                doc[name] = entry[1]
+
+        times = self._times(run)
+        started = self.started_any or self._run_started(run)
+        result = self._result(run)
+        state = run.state
+        doc.update(
+            state=_STATE_NAMES[state], result=result,
+            exit_code=run.fact("exit_code"), signal=run.fact("signal"),
+            cancelled_before_start=result == "cancelled" and not started,
+            exceptions=[{"type": e.type, "severity": e.severity, "note": e.note,
+                         "timestamp": _ms(e.timestamp)} for e in self.exceptions],
+            requeue_count=max(self.requeues, self.restart_count),
+        )
+
+        ms = {name: _ms(t) for name, t in times.items()}
+        t_submit = _ms(self.t_submit)
+        updated_at = _ms(self.updated_at)
+        doc.update(t_submit=t_submit, **ms)
+        begin = ms["t_alloc"] if ms["t_alloc"] is not None else ms["t_start"]
+        end = ms["t_end"] if ms["t_end"] is not None else updated_at
+        wait_s = _span_s(t_submit, ms["t_start"])
+        run_s = _span_s(begin, end)
+        doc.update(
+            wait_s=wait_s,
+            eligible_wait_s=_span_s(ms["t_eligible"], ms["t_start"]),
+            run_s=run_s,
+            prolog_s=_span_s(_ms(run.prolog[0]), _ms(run.prolog[1])),
+            epilog_s=_span_s(_ms(run.epilog[0]), _ms(run.epilog[1])),
+        )
+
+        nodelist = run.fact("nodelist")
+        for name in ("nnodes", "ncores", "ngpus"):
+            doc[name] = run.fact(name)
+        doc["nodelist"] = list(nodelist) if nodelist is not None else None
+        doc["first_node"] = nodelist[0] if nodelist else None
+        hours = self._run_hours(run, end_fallback=self.updated_at) if run_s is not None else [
+            None, None, None]
+        for i, name in enumerate(("node_hours", "core_hours", "gpu_hours")):
+            prior, current = self.prior_hours[i], hours[i]
+            doc[name] = None if prior is None and current is None else (
+                (prior or 0.0) + (current or 0.0))
+
+        timelimit = doc["timelimit_s"]
+        if run_s is not None and isinstance(timelimit, (int, float)) and timelimit > 0:
+            doc["timelimit_used_pct"] = run_s / timelimit * 100
+        if run_s and wait_s is not None:
+            doc["expansion_factor"] = (wait_s + run_s) / run_s
+            if doc["node_hours"] is not None:
+                doc["ef_x_nh"] = doc["expansion_factor"] * doc["node_hours"]
+
+        cores = doc["ncores"] if doc["ncores"] is not None else doc["cores_req"]
+        gpus = doc["ngpus"] if doc["ngpus"] is not None else doc["gpus_req"]
+        for prefix, bucket in (("size", size_bucket(cores)), ("gpu", gpu_bucket(gpus)),
+                               ("wait", duration_bucket(wait_s)),
+                               ("runtime", duration_bucket(run_s))):
+            if bucket is not None:
+                doc[f"{prefix}_bucket_id"], doc[f"{prefix}_bucket"] = bucket
+
+        if begin is not None:
+            doc["run_interval"] = _interval(begin, ms["t_end"])
+        if t_submit is not None:
+            left_queue = next((t for t in (ms["t_start"], begin, ms["t_end"]) if t is not None),
+                              None)
+            doc["pending_interval"] = _interval(t_submit, left_queue)
+        doc.update(revision=self.revision, updated_at=updated_at)
+        return doc
+
+
+def _interval(gte: int, lt: int | None) -> dict[str, int]:
+    """An Elasticsearch date_range value; open-ended while the end is unknown."""
+    return {"gte": gte} if lt is None or lt < gte else {"gte": gte, "lt": lt}
+
+
+_HANDLERS = {
+    "priority": _Incarnation._on_priority,
+    "eligible": _Incarnation._on_eligible,
+    "alloc": _Incarnation._on_alloc,
+    "prolog-start": _Incarnation._on_prolog,
+    "prolog-finish": _Incarnation._on_prolog,
+    "start": _Incarnation._on_start,
+    "exception": _Incarnation._on_exception,
+    "finish": _Incarnation._on_finish,
+    "epilog-start": _Incarnation._on_epilog,
+    "epilog-finish": _Incarnation._on_epilog,
+    "end": _Incarnation._on_end,
+    "clean": _Incarnation._on_clean,
+    "invalidate": _Incarnation._on_invalidate,
+}
