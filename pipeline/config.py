@@ -41,8 +41,12 @@ class Secret(str):
 
 
 def _default_cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return str(Path(base) / "jobstream")
+    if os.environ.get("XDG_CACHE_HOME"):
+        return str(Path(os.environ["XDG_CACHE_HOME"]) / "jobstream")
+    if os.geteuid() == 0:
+        # root's home is private, and the stack's Elasticsearch runs as another user
+        return "/var/cache/jobstream"
+    return str(Path.home() / ".cache" / "jobstream")
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ class StackConfig:
     """The embedded local stack of ``jobstream stack``."""
 
     cache_dir: str = field(default_factory=_default_cache_dir)
-    kafka_version: str = "4.1.1"
+    kafka_version: str = "4.2.1"
     kafka_port: int = 9092
     kafka_controller_port: int = 9093
     #: empty = newest suitable for the JDK found (9.x on JDK >= 21, else 8.19.x)
