@@ -26,6 +26,10 @@ __all__ = ["main"]
 
 #: (module, attribute) of every command or group added to the top level.
 COMMANDS: list[tuple[str, str]] = [
+    ("pipeline.sink.cli", "sink"),
+    ("pipeline.stack.cli", "stack"),
+    ("pipeline.edges.cli", "edge"),
+    ("pipeline.publish", "publish"),
 ]
 
 

@@ -1,0 +1,12 @@
+"""The Elasticsearch sink: Kafka topics of the agents -> versioned, idempotent bulk writes.
+
+One module per concern, each tested alone (after Kafka Connect's Elasticsearch sink):
+
+* :mod:`~pipeline.sink.names` -- index and alias names, generations, months;
+* :mod:`~pipeline.sink.templates` -- index templates, index creation, alias swaps;
+* :mod:`~pipeline.sink.converter` -- record -> bulk action, coalescing;
+* :mod:`~pipeline.sink.client` -- bulk with retries, item classification;
+* :mod:`~pipeline.sink.offsets` -- contiguous acknowledged offsets;
+* :mod:`~pipeline.sink.runner` -- the consumer loop;
+* :mod:`~pipeline.sink.cli` -- ``jobstream sink``.
+"""

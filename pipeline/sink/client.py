@@ -1,0 +1,275 @@
+"""Bulk writes to Elasticsearch: retries, and the fate of every item.
+
+:func:`classify` is the one place that decides what a bulk item's answer means:
+
+* ``ok`` -- written;
+* ``duplicate`` -- a version conflict on an externally versioned write or on a ``create``:
+  the same or newer data is already there, which is success (at-least-once delivery
+  makes duplicates normal); a ``delete`` that finds nothing is the same;
+* ``retry`` -- 429 or 5xx: Elasticsearch is overloaded or a shard is not ready;
+* ``reject`` -- Elasticsearch refuses the document for its content (mapping or parse
+  errors): retrying cannot help, the record goes to the DLQ with the error type as reason;
+* ``fail`` -- anything else (closed index, authorization, unknown): a sticky error; the
+  runner commits nothing past it.
+
+:class:`BulkClient` retries whole requests that fail (connection refused, timeout, 429,
+5xx) and the items that ask for it, with exponential backoff and full jitter, bounded by
+``Backoff.max_s`` per wait but never giving up: while Elasticsearch is down the sink blocks
+and says so once per wait. The wait goes through an injected ``sleep`` so the runner can
+keep its Kafka consumer alive (and stop) meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
+
+from pipeline.config import ElasticsearchConfig
+from pipeline.errors import SinkError
+from pipeline.sink.converter import Action, Op
+
+__all__ = [
+    "MALFORMED_ERRORS",
+    "Backoff",
+    "BulkClient",
+    "ItemResult",
+    "Outcome",
+    "classify",
+    "make_client",
+]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Item error types that mean "this document's content is wrong" (Kafka Connect's
+#: malformed-document list, plus the document_parsing_exception of Elasticsearch >= 8.8).
+MALFORMED_ERRORS: frozenset[str] = frozenset({
+    "mapper_parsing_exception",
+    "document_parsing_exception",
+    "strict_dynamic_mapping_exception",
+    "illegal_argument_exception",
+    "action_request_validation_exception",
+})
+
+_CONFLICT = "version_conflict_engine_exception"
+
+
+class Outcome(StrEnum):
+    OK = "ok"
+    DUPLICATE = "duplicate"
+    RETRY = "retry"
+    REJECT = "reject"
+    FAIL = "fail"
+
+    @property
+    def done(self) -> bool:
+        """The write needs nothing more (the record may be acknowledged)."""
+        return self in (Outcome.OK, Outcome.DUPLICATE)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemResult:
+    action: Action
+    outcome: Outcome
+    status: int
+    #: Elasticsearch error type ("" when none): the DLQ reason of a rejected item
+    error_type: str = ""
+    #: Elasticsearch's explanation, caused_by included
+    error: str = ""
+
+
+def classify(op: str, item: Mapping[str, Any]) -> tuple[Outcome, str, str]:
+    """The fate of one bulk item: ``(outcome, error type, error text)``.
+
+    ``op`` is the item's operation (``index``, ``create``, ``delete``); ``item`` the body
+    under it in the bulk response (``status``, ``error``).
+    """
+    status = int(item.get("status", 0))
+    error = item.get("error")
+    etype, text = _describe(error)
+    if 200 <= status < 300:
+        return Outcome.OK, "", ""
+    if status == 409 and etype == _CONFLICT:
+        return Outcome.DUPLICATE, etype, text
+    if status == 404 and op == Op.DELETE.value and etype in ("", "index_not_found_exception"):
+        return Outcome.DUPLICATE, etype or "not_found", text
+    if status == 429 or status >= 500:
+        return Outcome.RETRY, etype, text
+    if etype in MALFORMED_ERRORS:
+        return Outcome.REJECT, etype, text
+    return Outcome.FAIL, etype or f"http_{status}", text
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with full jitter: wait ``uniform(0, min(max_s, initial_s * 2**n))``
+    before retry ``n`` (1, 2, ...)."""
+
+    initial_s: float = 0.25
+    max_s: float = 30.0
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        return rng.uniform(0.0, min(self.max_s, self.initial_s * 2.0 ** min(attempt, 62)))
+
+
+def make_client(cfg: ElasticsearchConfig, *, request_timeout: float = 60.0) -> Elasticsearch:
+    """An Elasticsearch client for the sink: no transport-level retries (the sink retries,
+    with backoff and logs), one timeout for every request."""
+    kwargs: dict[str, Any] = {
+        "request_timeout": request_timeout,
+        "max_retries": 0,
+        "retry_on_timeout": False,
+    }
+    if cfg.username:
+        kwargs["basic_auth"] = (cfg.username, cfg.password.reveal())
+    if cfg.ca_certs:
+        kwargs["ca_certs"] = cfg.ca_certs
+    return Elasticsearch(cfg.url, **kwargs)
+
+
+class BulkClient:
+    """Writes actions with ``_bulk`` and returns every item's :class:`ItemResult`.
+
+    :param es: the Elasticsearch client
+    :param backoff: waits between retries
+    :param max_bytes: upper bound of one request body (more actions -> several requests)
+    :param sleep: how to wait (the runner's keeps the consumer alive; may raise to stop)
+    """
+
+    def __init__(self, es: Elasticsearch, *, backoff: Backoff | None = None,
+                 max_bytes: int = 8 * 1024 * 1024,
+                 sleep: Callable[[float], None] = time.sleep,
+                 rng: random.Random | None = None) -> None:
+        self._es = es
+        self._backoff = backoff or Backoff()
+        self._max_bytes = max_bytes
+        self._sleep = sleep
+        self._rng = rng or random.Random()  # noqa: S311 -- jitter, not secrets
+        #: retries made so far (whole requests and items), for the runner's summary
+        self.retries = 0
+
+    def write(self, actions: Sequence[Action]) -> list[ItemResult]:
+        """Write ``actions``; returns when every item is done, rejected or failed."""
+        lines = [_encode(a) for a in actions]
+        results: dict[int, ItemResult] = {}
+        todo = list(range(len(actions)))
+        attempt = 0
+        while todo:
+            again: list[int] = []
+            cause = ""
+            for chunk in self._chunks(todo, lines):
+                try:
+                    items = self._send([lines[i] for i in chunk])
+                except _Retryable as exc:
+                    again.extend(chunk)
+                    cause = str(exc)
+                    continue
+                if len(items) != len(chunk):
+                    raise SinkError(f"bulk answered {len(items)} items for {len(chunk)}")
+                for i, item in zip(chunk, items, strict=True):
+                    op, body = next(iter(item.items()))
+                    outcome, etype, text = classify(op, body)
+                    if outcome is Outcome.RETRY:
+                        again.append(i)
+                        cause = f"{body.get('status')} {etype}"
+                    else:
+                        results[i] = ItemResult(actions[i], outcome, int(body.get("status", 0)),
+                                                etype, text)
+            todo = again
+            if todo:
+                attempt += 1
+                self._wait(attempt, f"bulk of {len(todo)} item(s)", cause)
+        return [results[i] for i in range(len(actions))]
+
+    def existing_ids(self, index: str, ids: Iterable[str]) -> set[str]:
+        """Which of ``ids`` exist in ``index`` (real time: a write not yet refreshed
+        counts). A missing index holds none."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return set()
+
+        def mget() -> set[str]:
+            try:
+                resp = self._es.mget(index=index, ids=wanted, source=False,
+                                     filter_path=["docs._id", "docs.found"])
+            except NotFoundError:
+                return set()
+            return {d["_id"] for d in resp.get("docs", []) if d.get("found")}
+
+        return self.call(mget, f"mget of {len(wanted)} id(s) in {index}")
+
+    def call(self, fn: Callable[[], T], what: str) -> T:
+        """Run one request, retrying while Elasticsearch is unreachable or overloaded."""
+        attempt = 0
+        while True:
+            try:
+                return _retryable(fn)
+            except _Retryable as exc:
+                attempt += 1
+                self._wait(attempt, what, str(exc))
+
+    def _send(self, body: list[bytes]) -> list[Mapping[str, Any]]:
+        resp = _retryable(lambda: self._es.bulk(
+            operations=body,  # type: ignore[arg-type]  # NDJSON lines, passed through
+            filter_path=["items.*.status", "items.*.error"]))
+        return list(resp.get("items", []))
+
+    def _wait(self, attempt: int, what: str, cause: str) -> None:
+        delay = self._backoff.delay(attempt, self._rng)
+        self.retries += 1
+        logger.warning("elasticsearch retry=%d wait=%.2fs what=%r cause=%r",
+                       attempt, delay, what, cause[:300])
+        self._sleep(delay)
+
+    def _chunks(self, todo: list[int], lines: list[bytes]) -> Iterator[list[int]]:
+        chunk: list[int] = []
+        size = 0
+        for i in todo:
+            n = len(lines[i])
+            if chunk and size + n > self._max_bytes:
+                yield chunk
+                chunk, size = [], 0
+            chunk.append(i)
+            size += n
+        if chunk:
+            yield chunk
+
+
+class _Retryable(Exception):
+    """A whole request failed in a way that retrying may fix."""
+
+
+def _retryable(fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except ApiError as exc:
+        if exc.meta.status == 429 or exc.meta.status >= 500:
+            raise _Retryable(f"{exc.meta.status} {exc.message}") from exc
+        raise SinkError(f"elasticsearch refused a request: {exc.meta.status} {exc}") from exc
+    except TransportError as exc:  # connection refused, reset, timeout
+        raise _Retryable(f"{type(exc).__name__}: {exc.message}") from exc
+
+
+def _encode(action: Action) -> bytes:
+    return b"".join(json.dumps(line, separators=(",", ":"), ensure_ascii=False).encode()
+                    + b"\n" for line in action.operations())
+
+
+def _describe(error: Any) -> tuple[str, str]:
+    if not isinstance(error, Mapping):
+        return "", "" if error is None else str(error)
+    etype = str(error.get("type", ""))
+    text = str(error.get("reason", ""))
+    cause = error.get("caused_by")
+    if isinstance(cause, Mapping) and cause.get("reason"):
+        text = f"{text}; caused by {cause.get('type', '')}: {cause['reason']}"
+    return etype, text

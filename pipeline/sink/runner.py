@@ -1,0 +1,420 @@
+"""The sink's consumer loop: Kafka topics -> Elasticsearch, offsets committed after acks.
+
+One process consumes ``hpc.jobs.state``, ``hpc.jobs.events`` and ``hpc.queue.snapshots``
+(consumer group ``<worker.app_id>-sink``; more processes share the partitions), gathers a
+batch (``sink.max_batch`` records or ``sink.flush_interval_s`` after its first record) and
+flushes it. Records that cannot be decoded or turned into documents, and documents
+Elasticsearch rejects for their content, go to the DLQ; the stream goes on. A tombstone
+(a job aged out of the state topic) writes nothing: the document is history.
+
+While Elasticsearch is unreachable the flush blocks and retries; the consumer's partitions
+are paused and it keeps polling, so the group does not evict it. SIGTERM/SIGINT
+(:meth:`SinkRunner.stop`) ends the loop after a last flush and commit; a stop during an
+outage abandons the batch, which is read again on the next start (at-least-once, and
+every write is idempotent).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from elasticsearch import Elasticsearch
+
+from pipeline.codec import AvroCodec, codecs_from_config
+from pipeline.config import Config
+from pipeline.dlq import report_bad_record
+from pipeline.errors import ParseError, ServiceError, SinkError
+from pipeline.sink.client import BulkClient, ItemResult, Outcome, make_client
+from pipeline.sink.converter import Action, Converter, DocumentError, coalesce
+from pipeline.sink.names import DEFAULT_GENERATION, Family
+from pipeline.sink.offsets import OffsetTracker, TopicPartition
+from pipeline.sink.templates import ensure_indices, live_generation
+
+__all__ = ["SinkRunner", "SinkStats"]
+
+logger = logging.getLogger(__name__)
+
+STAGE = "sink"
+#: How often a sink that follows the aliases checks whether a replay moved them.
+FOLLOW_INTERVAL_S = 30.0
+#: Longest single poll, so that a stop request is seen promptly.
+MAX_POLL_S = 0.5
+
+
+class _Stopped(Exception):
+    """A stop was requested while a flush could not complete."""
+
+
+@dataclass
+class SinkStats:
+    """Running totals (read by ``jobstream demo`` and ``bench``)."""
+
+    records: int = 0
+    flushes: int = 0
+    written: int = 0
+    duplicates: int = 0
+    superseded: int = 0
+    dead_lettered: int = 0
+    tombstones: int = 0
+    commits: int = 0
+    retries: int = 0
+
+
+@dataclass(slots=True)
+class _Record:
+    msg: Message
+    family: Family
+    #: assignment epoch of its partition when received (stale after a revoke)
+    epoch: int
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.msg.topic(), self.msg.partition())
+
+    @property
+    def where(self) -> str:
+        return f"{self.msg.topic()}[{self.msg.partition()}]@{self.msg.offset()}"
+
+
+@dataclass
+class _Batch:
+    records: list[_Record] = field(default_factory=list)
+    started: float = 0.0
+
+
+class SinkRunner:
+    """Consume, convert, bulk-write, dead-letter, commit.
+
+    :param cfg: the configuration tree (topics, kafka, elasticsearch, sink)
+    :param generation: index generation to write; None = follow the aliases (the generation
+        they point at, ``v1`` when there are none)
+    :param live: whether this generation carries the aliases (None = decide from them)
+    :param group_id: consumer group (default ``<worker.app_id>-sink``)
+    :param es, producer, codecs, clock: injected for tests and tools; built from ``cfg``
+        when None
+    """
+
+    def __init__(self, cfg: Config, *, generation: str | None = None, live: bool | None = None,
+                 group_id: str | None = None, es: Elasticsearch | None = None,
+                 producer: Producer | None = None, codecs: dict[str, AvroCodec] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.cfg = cfg
+        self.stats = SinkStats()
+        self._follow = generation is None
+        self._generation = generation or DEFAULT_GENERATION
+        self._live = live
+        self._group_id = group_id or f"{cfg.worker.app_id}-sink"
+        self._es = es if es is not None else make_client(cfg.elasticsearch)
+        self._bulk = BulkClient(self._es, sleep=self._wait)
+        self._producer = producer if producer is not None else Producer(cfg.librdkafka(**{
+            "enable.idempotence": True, "acks": "all", "linger.ms": 5}))
+        codecs = codecs if codecs is not None else codecs_from_config(cfg)
+        self._families: dict[str, tuple[Family, AvroCodec]] = {
+            cfg.topics.state: (Family.JOBS, codecs["state"]),
+            cfg.topics.events: (Family.EVENTS, codecs["events"]),
+            cfg.topics.snapshots: (Family.SNAPSHOTS, codecs["snapshots"]),
+        }
+        self._clock = clock
+        self._converter = Converter(cfg.elasticsearch.index_prefix, self._generation)
+        self._tracker = OffsetTracker()
+        self._epochs: dict[TopicPartition, int] = {}
+        self._batch = _Batch()
+        self._consumer: Consumer | None = None
+        self._stopping = False
+        self._flushing = False
+        self._closing = False
+        self._dlq_failures: list[str] = []
+        self._next_follow = 0.0
+
+    @property
+    def generation(self) -> str:
+        return self._generation
+
+    def stop(self) -> None:
+        """Ask the loop to end after a last flush (safe from a signal handler)."""
+        self._stopping = True
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Templates and indices (blocking until Elasticsearch answers), then subscribe."""
+        self._prepare_indices()
+        self._consumer = Consumer(self.cfg.librdkafka(**{
+            "group.id": self._group_id,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": False,
+        }))
+        self._consumer.subscribe(list(self._families), on_assign=self._on_assign,
+                                 on_revoke=self._on_revoke, on_lost=self._on_revoke)
+        logger.info("sink subscribed group=%s topics=%s generation=%s", self._group_id,
+                    ",".join(self._families), self._generation)
+
+    def run(self, *, until: Callable[[SinkStats], bool] | None = None) -> SinkStats:
+        """Run until :meth:`stop` (or ``until(stats)`` is true after a flush)."""
+        if self._consumer is None:
+            self.setup()
+        try:
+            while not self._stopping:
+                self._poll()
+                if self._due():
+                    self.flush()
+                    if until is not None and until(self.stats):
+                        break
+                self._maybe_follow()
+            self.flush()
+        except _Stopped:
+            left = self._tracker.in_flight()
+            raise ServiceError(f"stopped while Elasticsearch or Kafka was unavailable; "
+                               f"{left} record(s) not committed will be read again") from None
+        finally:
+            self.close()
+        return self.stats
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._closing = True
+            try:
+                self._consumer.close()
+            finally:
+                self._consumer = None
+        self._producer.flush(5.0)
+
+    def _poll(self) -> None:
+        assert self._consumer is not None
+        room = max(1, self.cfg.sink.max_batch - len(self._batch.records))
+        if self._batch.records:
+            timeout = self._batch.started + self.cfg.sink.flush_interval_s - self._clock()
+        else:
+            timeout = self.cfg.sink.flush_interval_s
+        msgs = self._consumer.consume(num_messages=min(room, 10000),
+                                      timeout=min(max(timeout, 0.0), MAX_POLL_S))
+        self._accept(msgs)
+
+    def _accept(self, msgs: Iterable[Message]) -> None:
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                if err.fatal():
+                    raise ServiceError(f"kafka consumer failed: {err}")
+                if err.code() != KafkaError._PARTITION_EOF:
+                    logger.warning("kafka consumer: %s", err)
+                continue
+            topic = msg.topic()
+            assert topic is not None
+            tp = (topic, msg.partition())
+            self._tracker.track(topic, tp[1], msg.offset())
+            if not self._batch.records:
+                self._batch.started = self._clock()
+            family = self._families[topic][0]
+            self._batch.records.append(_Record(msg, family, self._epochs.get(tp, 0)))
+            self.stats.records += 1
+
+    def _due(self) -> bool:
+        b = self._batch
+        return bool(b.records) and (
+            len(b.records) >= self.cfg.sink.max_batch
+            or self._clock() - b.started >= self.cfg.sink.flush_interval_s)
+
+    # -- the flush ---------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write the batch and commit. The steps, in order:
+
+        1. decode and convert every record; undecodable or unconvertible ones -> DLQ;
+        2. coalesce: one action per document (a job's highest revision);
+        3. move jobs that got their submit time out of the undated index;
+        4. bulk-write, retrying until every item is written, a duplicate, rejected or failed;
+        5. rejected documents -> DLQ (with the original key and value);
+        6. wait until the DLQ producer delivered everything;
+        7. acknowledge every record whose fate is sealed (not the failed ones);
+        8. commit, per partition, the last contiguous acknowledged offset + 1;
+        9. raise the sticky error, if an item failed, after committing what came before it.
+        """
+        batch, self._batch = self._batch, _Batch()
+        if not batch.records:
+            return
+        self._flushing = True
+        started = self._clock()
+        try:
+            self._pause()
+            failed = self._write(batch.records)
+            self._deliver_dlq()
+            for rec in batch.records:
+                if rec.where not in failed and self._epochs.get(rec.tp, 0) == rec.epoch:
+                    self._tracker.ack(rec.tp[0], rec.tp[1], rec.msg.offset())
+            self._commit()
+        finally:
+            self._flushing = False
+            self._resume()
+        self.stats.flushes += 1
+        self.stats.retries = self._bulk.retries
+        logger.info("flush records=%d failed=%d ms=%.0f totals=%s", len(batch.records),
+                    len(failed), (self._clock() - started) * 1000, self.stats)
+        if failed:
+            where, error = next(iter(failed.items()))
+            raise SinkError(f"elasticsearch failed to write {where}: {error} "
+                            f"({len(failed)} record(s) not committed; see the log)")
+
+    def _write(self, records: list[_Record]) -> dict[str, str]:
+        """Steps 1-5; returns the records that failed (where -> error)."""
+        actions: list[Action] = []
+        for rec in records:
+            value = rec.msg.value()
+            if value is None:
+                self.stats.tombstones += 1
+                continue
+            family, codec = self._families[rec.msg.topic() or ""]
+            try:
+                actions.append(self._converter.convert(family, codec.decode(value), rec))
+            except (ParseError, DocumentError) as exc:
+                self._dead_letter(rec, exc.reason, exc.message)
+        kept, superseded = coalesce(actions)
+        self.stats.superseded += len(superseded)
+        dated = [a for a in kept if a.family is Family.JOBS]
+        if dated:
+            undated = self._bulk.existing_ids(self._converter.undated_index(),
+                                              (a.doc_id for a in dated))
+            kept += self._converter.relocations(dated, undated)
+        failed: dict[str, str] = {}
+        for result in self._bulk.write(kept) if kept else []:
+            self._settle(result, failed)
+        return failed
+
+    def _settle(self, result: ItemResult, failed: dict[str, str]) -> None:
+        rec: _Record = result.action.origin
+        if result.outcome is Outcome.OK:
+            self.stats.written += 1
+        elif result.outcome is Outcome.DUPLICATE:
+            self.stats.duplicates += 1
+            logger.debug("already applied %s id=%s", rec.where, result.action.doc_id)
+        elif result.outcome is Outcome.REJECT:
+            self._dead_letter(rec, result.error_type, result.error)
+        else:
+            logger.error("write failed %s index=%s id=%s status=%d %s: %s", rec.where,
+                         result.action.index, result.action.doc_id, result.status,
+                         result.error_type, result.error)
+            failed[rec.where] = f"{result.status} {result.error_type}: {result.error}"
+
+    def _dead_letter(self, rec: _Record, reason: str, error: str) -> None:
+        logger.warning("dead letter %s reason=%s: %s", rec.where, reason, error[:300])
+        self.stats.dead_lettered += 1
+        report_bad_record(self._producer, self.cfg.topics.dlq, rec.msg.key(), rec.msg.value(),
+                          reason, STAGE, error, headers={"origin": rec.where},
+                          on_delivery=self._on_dlq_delivery)
+
+    def _on_dlq_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self._dlq_failures.append(str(err))
+
+    def _deliver_dlq(self) -> None:
+        """Step 6: a DLQ record not yet in Kafka must not have its input committed."""
+        while self._producer.flush(5.0) > 0:
+            logger.warning("waiting for the DLQ topic %s to accept records", self.cfg.topics.dlq)
+            self._wait(0.0)
+        if self._dlq_failures:
+            errors, self._dlq_failures = self._dlq_failures, []
+            raise SinkError(f"the DLQ topic {self.cfg.topics.dlq} refused "
+                            f"{len(errors)} record(s): {errors[0]}")
+
+    def _commit(self) -> None:
+        """Step 8."""
+        offsets = self._tracker.committable()
+        if not offsets or self._consumer is None:
+            return
+        try:
+            self._consumer.commit(offsets=[KafkaTopicPartition(t, p, o)
+                                           for (t, p), o in offsets.items()],
+                                  asynchronous=False)
+        except KafkaException as exc:
+            # Not fatal: the records stay uncommitted and are read again after a restart
+            # or rebalance; the next commit carries the higher offsets.
+            logger.warning("offset commit failed (will retry with the next flush): %s", exc)
+            return
+        self._tracker.committed(offsets)
+        self.stats.commits += 1
+
+    # -- waiting, pausing, rebalancing --------------------------------------------------
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep while a flush is blocked, keeping the consumer in its group."""
+        deadline = self._clock() + seconds
+        while True:
+            if self._stopping:
+                raise _Stopped
+            if self._consumer is not None:
+                # Paused partitions return nothing; a partition assigned during the wait is
+                # paused by _on_assign, so a message here is only a late straggler.
+                msg = self._consumer.poll(min(max(deadline - self._clock(), 0.0), MAX_POLL_S))
+                if msg is not None:
+                    self._accept([msg])
+            else:
+                time.sleep(min(max(deadline - self._clock(), 0.0), MAX_POLL_S))
+            if self._clock() >= deadline:
+                return
+
+    def _pause(self) -> None:
+        if self._consumer is not None:
+            self._consumer.pause(self._consumer.assignment())
+
+    def _resume(self) -> None:
+        if self._consumer is not None and not self._closing:
+            self._consumer.resume(self._consumer.assignment())
+
+    def _on_assign(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
+        if self._flushing:
+            consumer.pause(partitions)
+        logger.info("assigned %s", _names(partitions))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
+        # What was read from these partitions and not committed is read again by their
+        # next owner (no flush here: a flush may block, and a rebalance callback must not).
+        # Records of the current flush carry the old epoch and are not acknowledged.
+        tps = [(p.topic, p.partition) for p in partitions]
+        for tp in tps:
+            self._epochs[tp] = self._epochs.get(tp, 0) + 1
+        self._tracker.forget(tps)
+        self._batch.records = [r for r in self._batch.records if r.tp not in set(tps)]
+        logger.info("revoked %s", _names(partitions))
+
+    # -- indices -----------------------------------------------------------------------
+
+    def _prepare_indices(self) -> None:
+        prefix = self.cfg.elasticsearch.index_prefix
+        if self._follow:
+            current = self._bulk.call(lambda: live_generation(self._es, prefix),
+                                      "read the aliases")
+            self._set_generation(current or DEFAULT_GENERATION)
+        self._bulk.call(lambda: ensure_indices(self._es, prefix, self._generation,
+                                               live=self._live), "create the indices")
+        self._next_follow = self._clock() + FOLLOW_INTERVAL_S
+
+    def _maybe_follow(self) -> None:
+        """After a replay moved the aliases, write the generation they point at."""
+        if not self._follow or self._clock() < self._next_follow:
+            return
+        self._next_follow = self._clock() + FOLLOW_INTERVAL_S
+        current = self._bulk.call(
+            lambda: live_generation(self._es, self.cfg.elasticsearch.index_prefix),
+            "read the aliases")
+        if current and current != self._generation:
+            self.flush()
+            logger.warning("aliases moved to generation %s; writing it from now on", current)
+            self._set_generation(current)
+            self._bulk.call(lambda: ensure_indices(self._es, self.cfg.elasticsearch.index_prefix,
+                                                   self._generation, live=True),
+                            "create the indices")
+
+    def _set_generation(self, generation: str) -> None:
+        self._generation = generation
+        self._converter = Converter(self.cfg.elasticsearch.index_prefix, generation)
+
+
+def _names(partitions: Iterable[KafkaTopicPartition]) -> str:
+    return ",".join(f"{p.topic}[{p.partition}]" for p in partitions) or "-"
+

@@ -1,0 +1,47 @@
+"""Index names, generations, months, and the template bodies built from the mapping files."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.sink.names import Family, alias_name, index_name, index_pattern, month_of
+from pipeline.sink.templates import family_body, index_template, template_name
+
+
+def test_month_of_is_utc() -> None:
+    assert month_of(1_793_491_199_999) == "2026.10"  # 2026-10-31T23:59:59.999Z
+    assert month_of(1_793_491_200_000) == "2026.11"
+
+
+def test_names() -> None:
+    assert index_name("p-", Family.JOBS, "v1", "2026.11") == "p-hpc-jobs-v1-2026.11"
+    assert index_pattern("", Family.EVENTS, "v2") == "hpc-job-events-v2-*"
+    assert alias_name("p-", Family.SNAPSHOTS) == "p-hpc-queue-snapshots"
+    assert template_name("p-", Family.JOBS, "v3") == "p-hpc-jobs-v3"
+
+
+@pytest.mark.parametrize("bad", ["", "1", "v", "v1-x", "V1", "v1*"])
+def test_bad_generation(bad: str) -> None:
+    with pytest.raises(ValueError):
+        index_name("", Family.JOBS, bad, "2026.11")
+
+
+def test_patterns_of_families_do_not_overlap() -> None:
+    # hpc-jobs-v1-* must never match an events index: templates and alias moves rely on it.
+    assert not index_name("", Family.EVENTS, "v1", "x").startswith("hpc-jobs-v1-")
+
+
+@pytest.mark.parametrize("family", list(Family))
+def test_every_family_has_a_strict_mapping(family: Family) -> None:
+    body = family_body(family)
+    assert body["mappings"]["dynamic"] == "strict"
+    assert body["description"]
+
+
+def test_live_template_carries_the_alias_and_a_replay_one_does_not() -> None:
+    live = index_template("p-", Family.JOBS, "v1", live=True)
+    assert live["index_patterns"] == ["p-hpc-jobs-v1-*"]
+    assert live["template"]["aliases"] == {"p-hpc-jobs": {}}
+    replay = index_template("p-", Family.JOBS, "v2", live=False)
+    assert "aliases" not in replay["template"]
+    assert replay["template"]["mappings"] == live["template"]["mappings"]
