@@ -339,6 +339,8 @@ class Drainer:
         self.spool = spool
         self._conf = dict(producer_conf)
         self._conf.setdefault("error_cb", self._on_error)
+        # librdkafka's own log lines go through logging (served by poll), not raw stderr
+        self._conf.setdefault("logger", logging.getLogger("pipeline.spool.librdkafka"))
         self._on_acked = on_acked
         self._max_inflight = max_inflight
         self._max_inflight_bytes = max_inflight_bytes

@@ -1,0 +1,8 @@
+"""Producer edges: daemons beside the schedulers that put raw records on ``hpc.jobs.raw``.
+
+Every edge writes through :class:`pipeline.edges.base.EdgeRuntime`: a record is encoded as
+an Avro ``RawRecord``, stored in the edge's durable spool, and only then acknowledged to
+its source; the spool's drainer sends it to Kafka. ``flux`` reads the Flux job-manager
+journal, ``slurm`` runs the Slurm sources (jobcomp HTTP receiver, jobcomp/kafka bridge,
+hook listener, reconciliation poller).
+"""

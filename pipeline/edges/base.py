@@ -1,0 +1,110 @@
+"""What every producer edge shares: spool + drainer + RawRecord encoding, and a backoff."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from pipeline.codec import AvroCodec, registry_client
+from pipeline.config import Config
+from pipeline.errors import ParseError
+from pipeline.model import RawRecord
+from pipeline.parsers import parse_record
+from pipeline.spool import Drainer, Spool, producer_config, spool_dir
+
+__all__ = ["Backoff", "EdgeRuntime", "raw_codec", "record_key"]
+
+logger = logging.getLogger(__name__)
+
+
+def raw_codec(cfg: Config) -> AvroCodec:
+    """The codec of ``hpc.jobs.raw`` values (registry only if one is configured)."""
+    if cfg.kafka.schema_registry_url:
+        return AvroCodec("RawRecord", registry=registry_client(cfg.kafka.schema_registry_url),
+                         subject=f"{cfg.topics.raw}-value")
+    return AvroCodec("RawRecord")
+
+
+def record_key(fmt: str, payload: bytes, cluster: str,
+               received_at: float | None = None) -> str | None:
+    """The Kafka key of a source record: the parser's ``cluster:job_id``, so that every
+    source of one job (hook, jobcomp, sacct) lands in the same partition as the agents key
+    it. None when the parser rejects the record (it is still published: the agents put it
+    in the DLQ with the reason)."""
+    try:
+        events = parse_record(fmt, payload, cluster=cluster, received_at=received_at)
+    except ParseError as exc:
+        logger.debug("%s record not keyed: %s", fmt, exc)
+        return None
+    except Exception:  # a parser bug must not stop an edge: the record still goes out
+        logger.exception("%s parser failed; record published without a key", fmt)
+        return None
+    return events[0].key if events else None
+
+
+class Backoff:
+    """Exponential backoff: ``initial``, doubling up to ``maximum``; ``reset`` on success."""
+
+    def __init__(self, initial: float = 1.0, maximum: float = 60.0) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self.failures = 0
+
+    def next(self) -> float:
+        delay = min(self.maximum, self.initial * (2 ** self.failures))
+        self.failures += 1
+        return delay
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class EdgeRuntime:
+    """The durable path of one edge: ``publish`` returns once the record is on disk.
+
+    :param name: names the spool file (``<spool_dir>/<name>.db``) and the Kafka client id.
+    """
+
+    def __init__(self, cfg: Config, name: str, *, spool_path: str | Path | None = None) -> None:
+        self.cfg = cfg
+        self.name = name
+        path = Path(spool_path) if spool_path else spool_dir(cfg) / f"{name}.db"
+        self.spool = Spool(path, topic=cfg.topics.raw, max_bytes=cfg.edge.spool_max_bytes)
+        self.codec = raw_codec(cfg)
+        self._listeners: list[Callable[[list[int]], None]] = []
+        self.drainer = Drainer(self.spool, producer_config(cfg, f"jobstream-edge-{name}"),
+                               on_acked=self._acked)
+        self.stopping = threading.Event()
+
+    def on_acked(self, listener: Callable[[list[int]], None]) -> None:
+        """Call ``listener(seqs)`` (drainer thread) when Kafka confirmed spooled records."""
+        self._listeners.append(listener)
+
+    def _acked(self, seqs: list[int]) -> None:
+        for listener in self._listeners:
+            listener(seqs)
+
+    def encode(self, record: RawRecord) -> tuple[bytes | None, bytes]:
+        from pipeline.codec import raw_to_avro
+        key = record.key.encode() if record.key is not None else None
+        return key, self.codec.encode(raw_to_avro(record))
+
+    def publish(self, record: RawRecord) -> int:
+        """Spool one record durably; its sequence number."""
+        key, value = self.encode(record)
+        return self.spool.append(key, value)
+
+    def publish_many(self, records: Iterable[RawRecord]) -> list[int]:
+        """Spool records in one transaction (one fsync)."""
+        return self.spool.append_many([(*self.encode(r), None) for r in records])
+
+    def start(self) -> EdgeRuntime:
+        self.drainer.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.stopping.set()
+        self.drainer.stop(timeout)
+        self.spool.close()

@@ -1,0 +1,167 @@
+"""``jobstream edge flux | slurm | status | install-hook``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from pipeline.cli import get_config
+from pipeline.spool import spool_dir, spool_stats
+
+__all__ = ["edge"]
+
+logger = logging.getLogger(__name__)
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        logger.info("signal %d: stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+@click.group("edge")
+def edge() -> None:
+    """Producer edges: scheduler records -> durable spool -> hpc.jobs.raw."""
+
+
+@edge.command("flux")
+@click.option("--recorded", "recorded", multiple=True, type=click.Path(exists=True,
+              dir_okay=False), help="Replay recorded flux-journal JSON lines instead of a "
+              "live instance (repeatable; played in order). Exits when all are delivered.")
+@click.option("--pace", type=float, default=None,
+              help="Replay at this many times the recorded speed.")
+@click.option("--interval", type=float, default=None,
+              help="Replay with this many seconds between responses.")
+@click.option("--disconnect-after", "disconnect_after", multiple=True, type=int, hidden=True,
+              help="Break recorded connection k after N responses (tests).")
+@click.option("--uri", default=None, help="Flux URI (default: edge.flux.uri, then FLUX_URI).")
+@click.pass_context
+def edge_flux(ctx: click.Context, recorded: tuple[str, ...], pace: float | None,
+              interval: float | None, disconnect_after: tuple[int, ...],
+              uri: str | None) -> None:
+    """Publish the Flux job-manager journal (run as the instance owner)."""
+    from pipeline.edges.flux import (
+        FluxEdge,
+        FluxJournalSource,
+        JournalSource,
+        RecordedJournalSource,
+    )
+
+    cfg = get_config(ctx)
+    source: JournalSource
+    if recorded:
+        source = RecordedJournalSource(recorded, pace=pace, interval=interval,
+                                       disconnect_after=disconnect_after)
+    else:
+        source = FluxJournalSource(uri or cfg.edge.flux.uri)
+    stop = _stop_on_signals()
+    flux_edge = FluxEdge(cfg, source)
+    click.echo(f"jobstream edge flux: spool {flux_edge.runtime.spool.path}, "
+               f"topic {cfg.topics.raw}", err=True)
+    flux_edge.run(stop)
+    click.echo(f"jobstream edge flux: {flux_edge.published} published, "
+               f"{flux_edge.skipped} already delivered", err=True)
+
+
+@edge.command("slurm")
+@click.pass_context
+def edge_slurm(ctx: click.Context) -> None:
+    """Run the Slurm sources enabled in [edge.slurm] until SIGTERM."""
+    from pipeline.edges.slurm import SlurmEdge
+
+    cfg = get_config(ctx)
+    stop = _stop_on_signals()
+    slurm_edge = SlurmEdge(cfg).start()
+    try:
+        parts = [f"spool {slurm_edge.runtime.spool.path}"]
+        if slurm_edge.receiver:
+            parts.append(f"JobCompLoc={slurm_edge.receiver.url}")
+        if slurm_edge.hooks:
+            parts.append(f"hook socket {slurm_edge.hook_socket}")
+        if slurm_edge.poller:
+            parts.append(f"polling every {cfg.edge.slurm.poll_interval_s:g} s")
+        if slurm_edge.bridge:
+            parts.append(f"bridging topic {slurm_edge.bridge.topic}")
+        click.echo("jobstream edge slurm: ready: " + "; ".join(parts), err=True)
+        stop.wait()
+    finally:
+        slurm_edge.stop()
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+@edge.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.pass_context
+def edge_status(ctx: click.Context, as_json: bool) -> None:
+    """Spool depth and oldest record age of every edge spool."""
+    cfg = get_config(ctx)
+    directory = spool_dir(cfg)
+    stats = spool_stats(directory) if directory.is_dir() else []
+    if as_json:
+        click.echo(json.dumps([{
+            "spool": s.name, "path": s.path, "depth": s.depth, "oldest_age_s": s.oldest_age_s,
+            "bytes": s.bytes, "quarantined": s.quarantined, "meta": s.meta,
+        } for s in stats], indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"edge spools in {directory}")
+    for col in ("spool", "depth", "oldest record", "bytes", "quarantined", "marks"):
+        table.add_column(col, justify="right" if col in ("depth", "bytes") else "left")
+    for s in stats:
+        marks = ", ".join(f"{k}={_mark(v)}" for k, v in sorted(s.meta.items()))
+        table.add_row(s.name, str(s.depth), _age(s.oldest_age_s), str(s.bytes),
+                      str(s.quarantined), marks or "-")
+    if not stats:
+        click.echo(f"no edge spools in {directory}")
+        return
+    Console().print(table)
+
+
+def _mark(value: str) -> str:
+    try:
+        ts = float(value)
+    except ValueError:
+        return value
+    if ts <= 0:
+        return value
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+@edge.command("install-hook")
+@click.argument("dest", type=click.Path(dir_okay=False))
+@click.option("--timeout", type=float, default=0.5, show_default=True,
+              help="Seconds the hook waits for the edge before it drops a file.")
+@click.pass_context
+def edge_install_hook(ctx: click.Context, dest: str, timeout: float) -> None:
+    """Write the PrologSlurmctld/EpilogSlurmctld hook script with this config's paths."""
+    from pipeline.edges.slurm.hooks import hook_paths, install_hook
+
+    cfg = get_config(ctx)
+    path = install_hook(cfg, Path(dest), timeout=timeout)
+    sock, drop = hook_paths(cfg)
+    click.echo(f"installed {path} (socket {sock}, drop directory {drop}); in slurm.conf:\n"
+               f"  PrologSlurmctld={path}\n  EpilogSlurmctld={path}")

@@ -1,0 +1,323 @@
+"""``jobstream edge flux``: the Flux job-manager journal to ``hpc.jobs.raw``.
+
+The journal (``job-manager.events-journal``, flux.md section 1) streams, per connection, a
+backlog (one response per job with its whole eventlog, jobspec and R; with ``full`` the
+inactive jobs too, in hash order), the sentinel ``{"id": -1, "events": []}``, then one
+response per live event. Each response is published as one RawRecord (format
+``flux-journal``, payload = the response bytes exactly as received), keyed
+``<cluster>:<decimal job id>``. The sentinel is logged, not published.
+
+The journal has no server-side cursor: a reconnect replays the backlog. The edge keeps a
+watermark ``since`` (the newest event timestamp such that every response up to it was
+confirmed by Kafka, persisted in the spool's ``meta`` only after delivery) and skips the
+responses whose events are all at or before it; a response with any newer event is
+published whole, so a reconnect yields duplicates, never gaps.
+
+Sources are pluggable (:class:`JournalSource`): :class:`FluxJournalSource` talks to a live
+instance through the ``flux`` bindings (imported only there: flux-python needs a local
+flux-core), :class:`RecordedJournalSource` plays recorded ``flux-journal`` JSON lines.
+
+Why the raw streaming RPC and not ``flux.job.JournalConsumer``: the consumer hands out
+parsed per-event objects (the exact response bytes are gone) and buffers the whole backlog
+in memory to sort it before the first event, which breaks the edge's 50 MB bound on an
+instance that retains many inactive jobs. The watermark rule below gives the same resume
+guarantee without sorting: backlog responses only move the watermark once the sentinel
+has passed and all of them are confirmed.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from pipeline.config import Config
+from pipeline.edges.base import Backoff, EdgeRuntime
+from pipeline.errors import ServiceError
+from pipeline.model import RawRecord, job_key
+
+__all__ = [
+    "FluxEdge",
+    "FluxJournalSource",
+    "JournalDisconnected",
+    "JournalSource",
+    "RecordedJournalSource",
+    "Watermark",
+]
+
+logger = logging.getLogger(__name__)
+
+JOURNAL_TOPIC = "job-manager.events-journal"
+SINCE_META = "flux.since"
+
+
+class JournalDisconnected(Exception):
+    """The connection to the journal broke; the edge reconnects with backoff."""
+
+
+class JournalSource(Protocol):
+    """A journal connection factory: each ``stream()`` call is one connection."""
+
+    #: True when the source ends by itself (a recording): the edge stops after it.
+    finite: bool
+
+    def stream(self, stop: threading.Event) -> Iterator[bytes]:
+        """Yield the responses of one connection as bytes; return at end of stream;
+        raise :class:`JournalDisconnected` when the connection breaks."""
+        ...
+
+
+class FluxJournalSource:
+    """The live journal through the ``flux`` Python bindings (instance owner only)."""
+
+    finite = False
+
+    def __init__(self, uri: str = "", *, poll_s: float = 1.0) -> None:
+        self.uri = uri
+        self.poll_s = poll_s
+
+    def _import(self) -> Any:
+        try:
+            import flux  # type: ignore[import-not-found]
+            import flux.constants  # type: ignore[import-not-found]  # noqa: F401
+        except ImportError as exc:
+            raise ServiceError(
+                "the Flux Python bindings are not importable "
+                f"({exc}); install flux-python matching the local flux-core (and run on a "
+                "host with flux-core installed), or replay a recording with --recorded"
+            ) from exc
+        return flux
+
+    def stream(self, stop: threading.Event) -> Iterator[bytes]:
+        flux = self._import()
+        try:
+            handle = flux.Flux(self.uri) if self.uri else flux.Flux()
+        except OSError as exc:
+            raise JournalDisconnected(
+                f"cannot connect to Flux at {self.uri or os.environ.get('FLUX_URI', 'default')}: "
+                f"{exc.strerror or exc}") from exc
+        self._check_owner(handle)
+        rpc = handle.rpc(JOURNAL_TOPIC, {"full": True}, flux.constants.FLUX_NODEID_ANY,
+                         flux.constants.FLUX_RPC_STREAMING)
+        while not stop.is_set():
+            try:
+                rpc.wait_for(self.poll_s)
+                payload = rpc.get_str()
+            except OSError as exc:
+                if exc.errno == errno.ETIMEDOUT:
+                    continue
+                if exc.errno == errno.ENODATA:
+                    return
+                if exc.errno == errno.EPERM:
+                    raise ServiceError(self._owner_message(handle)) from exc
+                raise JournalDisconnected(f"journal RPC failed: {exc.strerror or exc}") from exc
+            rpc.reset()
+            yield payload.encode() if isinstance(payload, str) else bytes(payload)
+
+    def _check_owner(self, handle: Any) -> None:
+        try:
+            owner = int(handle.attr_get("security.owner"))
+        except (OSError, ValueError, AttributeError):
+            return  # the RPC's EPERM will tell
+        if owner != os.getuid():
+            raise ServiceError(self._owner_message(handle, owner))
+
+    @staticmethod
+    def _owner_message(handle: Any, owner: int | None = None) -> str:
+        who = f"uid {owner}" if owner is not None else "the instance owner"
+        return (f"the Flux job-manager journal answers only the instance owner ({who}); this "
+                f"process runs as uid {os.getuid()}. Run `jobstream edge flux` as that user "
+                "(the 'flux' user on a system instance, or root with "
+                "[access] allow-root-owner = true)")
+
+
+class RecordedJournalSource:
+    """Recorded ``flux-journal`` JSON lines, played as a journal connection.
+
+    Every connection replays the recording from the start, as the real journal replays its
+    backlog. ``pace`` plays at that many times the recorded speed (gaps capped at 1 s),
+    ``interval`` waits a fixed time between responses; ``disconnect_after[k]`` breaks
+    connection ``k`` after that many responses (for tests of the reconnect path).
+    """
+
+    finite = True
+
+    def __init__(self, paths: Sequence[str | Path], *, pace: float | None = None,
+                 interval: float | None = None, disconnect_after: Sequence[int] = ()) -> None:
+        self.paths = [Path(p) for p in paths]
+        self.pace = pace
+        self.interval = interval
+        self.disconnect_after = list(disconnect_after)
+        self.connections = 0
+
+    def _lines(self) -> Iterator[bytes]:
+        for path in self.paths:
+            with path.open("rb") as fh:
+                for line in fh:
+                    line = line.rstrip(b"\r\n")
+                    if line.strip():
+                        yield line
+
+    def stream(self, stop: threading.Event) -> Iterator[bytes]:
+        conn = self.connections
+        self.connections += 1
+        limit = self.disconnect_after[conn] if conn < len(self.disconnect_after) else None
+        last_ts: float | None = None
+        for n, line in enumerate(self._lines()):
+            if stop.is_set():
+                return
+            if limit is not None and n >= limit:
+                raise JournalDisconnected(f"recorded connection {conn} broken after {n} "
+                                          "responses")
+            if self.interval:
+                stop.wait(self.interval)
+            elif self.pace:
+                ts = _max_timestamp(_loads(line))
+                if ts is not None and last_ts is not None and ts > last_ts:
+                    stop.wait(min(1.0, (ts - last_ts) / self.pace))
+                last_ts = ts if ts is not None else last_ts
+            yield line
+
+
+def _loads(payload: bytes) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(payload)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _max_timestamp(resp: dict[str, Any] | None) -> float | None:
+    if not resp or not isinstance(resp.get("events"), list):
+        return None
+    stamps = [e["timestamp"] for e in resp["events"]
+              if isinstance(e, dict) and isinstance(e.get("timestamp"), int | float)]
+    return max(stamps) if stamps else None
+
+
+class Watermark:
+    """The newest event timestamp up to which every published response is in Kafka.
+
+    Responses are registered in publish order; Kafka confirms them in any order (several
+    partitions). The watermark moves over the longest confirmed prefix. Backlog responses
+    come in hash order, not time order, so they only move it once the sentinel that closes
+    their backlog is passed: until then a later-acked job may hide an earlier, unsent one.
+    """
+
+    def __init__(self, since: float = 0.0) -> None:
+        self.since = since
+        self._pending: deque[tuple[int | None, float | None, bool]] = deque()
+        self._acked: set[int] = set()
+        self._candidate = since
+        self._lock = threading.Lock()
+
+    def add(self, seq: int, ts: float | None, *, backlog: bool) -> None:
+        with self._lock:
+            self._pending.append((seq, ts, backlog))
+
+    def sentinel(self) -> None:
+        """The backlog of the current connection is complete."""
+        with self._lock:
+            self._pending.append((None, None, False))
+
+    def acked(self, seqs: Sequence[int]) -> float | None:
+        """Mark confirmed records; the new watermark if it moved, else None."""
+        with self._lock:
+            self._acked.update(seqs)
+            moved = False
+            while self._pending:
+                seq, ts, backlog = self._pending[0]
+                if seq is not None:
+                    if seq not in self._acked:
+                        break
+                    self._acked.discard(seq)
+                self._pending.popleft()
+                if ts is not None and ts > self._candidate:
+                    self._candidate = ts
+                if not backlog and self._candidate > self.since:
+                    self.since = self._candidate
+                    moved = True
+            # confirmations of records spooled by an earlier run are not ours to track
+            if not self._pending:
+                self._acked.clear()
+            return self.since if moved else None
+
+
+class FluxEdge:
+    """Journal -> spool -> Kafka, with reconnects and the persisted watermark."""
+
+    def __init__(self, cfg: Config, source: JournalSource, *,
+                 runtime: EdgeRuntime | None = None) -> None:
+        self.cfg = cfg
+        self.source = source
+        self.runtime = runtime or EdgeRuntime(cfg, "flux")
+        self.watermark = Watermark(float(self.runtime.spool.get_meta(SINCE_META, "0") or 0))
+        self.runtime.on_acked(self._on_acked)
+        self.published = 0
+        self.skipped = 0
+        self.sentinels = 0
+        self._in_backlog = True
+
+    def _on_acked(self, seqs: list[int]) -> None:
+        since = self.watermark.acked(seqs)
+        if since is not None:
+            self.runtime.spool.set_meta(SINCE_META, repr(since))
+
+    def handle(self, payload: bytes) -> None:
+        """Publish one journal response (or note the sentinel)."""
+        resp = _loads(payload)
+        job_id = resp.get("id") if resp else None
+        if job_id == -1:
+            self.sentinels += 1
+            self._in_backlog = False
+            self.watermark.sentinel()
+            logger.info("journal: backlog complete (sentinel); live events from here")
+            return
+        ts = _max_timestamp(resp)
+        if ts is not None and ts <= self.watermark.since:
+            self.skipped += 1
+            return
+        key = None
+        if isinstance(job_id, int) and not isinstance(job_id, bool) and job_id >= 0:
+            key = job_key(self.cfg.cluster, str(job_id))
+        else:
+            logger.warning("journal: response without a job id published unkeyed: %.200r",
+                           payload)
+        seq = self.runtime.publish(RawRecord(
+            cluster=self.cfg.cluster, scheduler="flux", format="flux-journal",
+            received_at=time.time(), payload=payload, key=key))
+        self.watermark.add(seq, ts, backlog=self._in_backlog)
+        self.published += 1
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Run until ``stop`` is set (or, for a finite source, until all is delivered)."""
+        stop = stop or self.runtime.stopping
+        self.runtime.start()
+        backoff = Backoff(1.0, self.cfg.edge.flux.reconnect_max_s)
+        try:
+            while not stop.is_set():
+                self._in_backlog = True
+                try:
+                    for payload in self.source.stream(stop):
+                        self.handle(payload)
+                        backoff.reset()
+                    if self.source.finite:
+                        logger.info("journal recording finished: %d published, %d skipped",
+                                    self.published, self.skipped)
+                        break
+                    logger.warning("journal stream ended (job-manager unloaded or Flux "
+                                   "restarting); reconnecting")
+                except JournalDisconnected as exc:
+                    logger.warning("journal disconnected: %s; reconnecting", exc)
+                stop.wait(backoff.next())
+            while not stop.is_set() and self.runtime.spool.depth() > 0:
+                stop.wait(0.1)
+        finally:
+            self.runtime.stop()

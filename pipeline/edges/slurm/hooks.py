@@ -1,0 +1,221 @@
+"""The edge's side of the Slurm hook scripts: a unix socket listener and the drop directory.
+
+The hook (``pipeline/edges/hooks/jobstream-hook``) writes one JSON object of the job's
+``SLURM_*`` environment to the socket, shuts its side down and waits for ``ok``; the
+listener answers only once the record is in the spool. When the edge is down the hook
+renames a file into the drop directory instead; :class:`DropDirIngester` spools those
+files at start and every ``hook_scan_s`` seconds, deleting each only after it is spooled
+(a crash in between gives a duplicate, never a loss).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socketserver
+import stat
+import threading
+import time
+from importlib import resources
+from pathlib import Path
+
+from pipeline.config import Config
+from pipeline.edges.base import EdgeRuntime, record_key
+from pipeline.errors import ConfigError, JobstreamError, ServiceError
+from pipeline.model import RawRecord
+from pipeline.spool import spool_dir
+
+__all__ = ["DropDirIngester", "HookListener", "hook_paths", "install_hook", "hook_script"]
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "slurm-hook"
+MAX_RECORD = 1 << 20
+
+
+def hook_paths(cfg: Config) -> tuple[Path, Path]:
+    """(socket, drop directory) of the configuration."""
+    base = spool_dir(cfg)
+    s = cfg.edge.slurm
+    return (Path(s.hook_socket or base / "hook.sock"),
+            Path(s.hook_drop_dir or base / "hook-drop"))
+
+
+def hook_script() -> str:
+    """The shipped hook script's text."""
+    return (resources.files("pipeline") / "edges" / "hooks" / "jobstream-hook").read_text()
+
+
+def install_hook(cfg: Config, dest: str | Path, *, timeout: float = 0.5) -> Path:
+    """Write the hook script to ``dest`` (mode 0755) with this configuration's socket and
+    drop directory, for slurm.conf's PrologSlurmctld / EpilogSlurmctld."""
+    sock, drop = hook_paths(cfg)
+    lines = []
+    for line in hook_script().splitlines(keepends=True):
+        if line.endswith("# jobstream:socket\n"):
+            line = f"SOCKET = {str(sock)!r}  # jobstream:socket\n"
+        elif line.endswith("# jobstream:drop_dir\n"):
+            line = f"DROP_DIR = {str(drop)!r}  # jobstream:drop_dir\n"
+        elif line.endswith("# jobstream:timeout\n"):
+            line = f"TIMEOUT = {float(timeout)!r}  # jobstream:timeout\n"
+        lines.append(line)
+    path = Path(dest)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text("".join(lines))
+        tmp.chmod(0o755)
+        tmp.replace(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot install the hook at {path}: {exc.strerror}") from exc
+    return path
+
+
+def _hook_record(runtime: EdgeRuntime, data: bytes) -> RawRecord:
+    now = time.time()
+    cluster = runtime.cfg.cluster
+    return RawRecord(cluster=cluster, scheduler="slurm", format=FORMAT, received_at=now,
+                     payload=data, key=record_key(FORMAT, data, cluster, now))
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    server: _Server
+
+    def handle(self) -> None:
+        self.request.settimeout(5.0)
+        try:
+            data = self.rfile.read(MAX_RECORD + 1)
+        except OSError as exc:
+            logger.warning("hook connection failed: %s", exc)
+            return
+        if not data.strip():
+            return
+        if len(data) > MAX_RECORD:
+            logger.error("hook record over %d bytes refused", MAX_RECORD)
+            return
+        try:
+            self.server.runtime.publish(_hook_record(self.server.runtime, data))
+        except JobstreamError as exc:
+            # no "ok": the hook writes the drop file itself
+            logger.error("hook record not spooled (%s); the hook falls back to the drop "
+                         "directory", exc)
+            return
+        self.server.received += 1
+        try:
+            self.wfile.write(b"ok\n")
+        except OSError:
+            pass  # the hook gave up waiting and dropped a file: a duplicate, fine
+
+
+class _Server(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: str, runtime: EdgeRuntime) -> None:
+        self.runtime = runtime
+        self.received = 0
+        super().__init__(path, _Handler)
+
+
+class HookListener:
+    """Listens on the hook socket (mode 0666: the hooks run as SlurmUser)."""
+
+    def __init__(self, runtime: EdgeRuntime, path: str | Path) -> None:
+        self.runtime = runtime
+        self.path = Path(path)
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def received(self) -> int:
+        return self._server.received if self._server else 0
+
+    def start(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists() or self.path.is_symlink():
+                if not stat.S_ISSOCK(self.path.lstat().st_mode):
+                    raise ServiceError(f"hook socket path {self.path} exists and is not a "
+                                       "socket; set edge.slurm.hook_socket")
+                self.path.unlink()  # a stale socket of an edge that died
+            self._server = _Server(str(self.path), self.runtime)
+            self.path.chmod(0o666)
+        except OSError as exc:
+            raise ServiceError(f"hook socket {self.path}: {exc.strerror}") from exc
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.2},
+                                        name="hook-listener", daemon=True)
+        self._thread.start()
+        logger.info("hook listener on %s", self.path)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            try:
+                self.path.unlink()
+            except OSError:
+                pass
+        if self._thread is not None:
+            self._thread.join(5.0)
+
+
+class DropDirIngester:
+    """Spools the files the hooks dropped while the edge was down, oldest first."""
+
+    def __init__(self, runtime: EdgeRuntime, directory: str | Path, interval: float) -> None:
+        self.runtime = runtime
+        self.directory = Path(directory)
+        self.interval = interval
+        self.ingested = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def prepare(self) -> None:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            # sticky and writable by all: SlurmUser drops files, only we list and delete
+            self.directory.chmod(0o1733)
+        except OSError as exc:
+            raise ServiceError(f"hook drop directory {self.directory}: {exc.strerror}") from exc
+
+    def scan(self) -> int:
+        """Spool and delete every complete drop file; how many."""
+        try:
+            names = sorted(n for n in os.listdir(self.directory)
+                           if n.endswith(".json") and not n.startswith("."))
+        except OSError as exc:
+            logger.error("cannot list hook drop directory %s: %s", self.directory, exc)
+            return 0
+        done = 0
+        for name in names:
+            path = self.directory / name
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                logger.warning("cannot read hook drop file %s: %s", path, exc)
+                continue
+            self.runtime.publish(_hook_record(self.runtime, data))
+            path.unlink(missing_ok=True)
+            done += 1
+        self.ingested += done
+        if done:
+            logger.info("ingested %d hook records from %s", done, self.directory)
+        return done
+
+    def start(self) -> None:
+        self.prepare()
+        self.scan()
+        self._thread = threading.Thread(target=self._run, name="hook-drop", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.scan()
+            except JobstreamError as exc:
+                logger.error("hook drop directory not ingested: %s", exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
