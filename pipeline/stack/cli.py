@@ -1,0 +1,61 @@
+"""``jobstream stack up | down | status``: the local Kafka and Elasticsearch."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from pipeline.cli import get_config
+from pipeline.errors import ServiceError
+from pipeline.stack import SERVICES, ensure_up, status, stop
+
+__all__ = ["stack"]
+
+_names = click.argument("services", nargs=-1, type=click.Choice(SERVICES))
+
+
+@click.group("stack")
+def stack() -> None:
+    """Run Kafka and Elasticsearch on loopback (fetched once into stack.cache_dir)."""
+
+
+@stack.command("up")
+@click.option("--fresh", is_flag=True, help="Stop, wipe the data directories, then start.")
+@_names
+@click.pass_context
+def up(ctx: click.Context, fresh: bool, services: tuple[str, ...]) -> None:
+    """Start the services (all by default) and wait until they answer."""
+    cfg = get_config(ctx)
+    info = ensure_up(cfg, fresh=fresh, console=Console(stderr=True), services=services)
+    if not info.started:
+        click.echo("stack already up: nothing to do")
+    else:
+        click.echo(f"stack up: Kafka {info.kafka_bootstrap}, "
+                   f"Elasticsearch {info.elasticsearch_url}")
+
+
+@stack.command("down")
+@_names
+@click.pass_context
+def down(ctx: click.Context, services: tuple[str, ...]) -> None:
+    """Stop the services this stack started (by their pid files)."""
+    stopped = stop(get_config(ctx), console=Console(stderr=True), services=services)
+    click.echo("stopped: " + ", ".join(stopped) if stopped else "nothing was running")
+
+
+@stack.command("status")
+@click.pass_context
+def status_cmd(ctx: click.Context) -> None:
+    """Show what runs where; exit 69 when a service is not running and ready."""
+    states = status(get_config(ctx))
+    table = Table("service", "version", "address", "pid", "state", box=None)
+    for st in states:
+        state = ("[green]ready[/]" if st.ready else
+                 "[yellow]running, not ready[/]" if st.running else "[red]stopped[/]")
+        table.add_row(st.name, st.version, st.address, str(st.pid or "-"), state)
+    Console(width=120).print(table)
+    if not all(st.running and st.ready for st in states):
+        sys.exit(ServiceError.exit_code)

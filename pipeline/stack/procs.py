@@ -1,0 +1,163 @@
+"""Processes of the local stack: pid files, ports, stopping, log tails.
+
+A pid file alone is not proof: after a reboot the number may belong to another program. A
+process counts as ours only when it is alive and its command line carries a marker (a path
+inside the stack's cache directory), so ``down`` never signals a stranger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+
+__all__ = [
+    "forget_child",
+    "owned_process",
+    "port_owner",
+    "port_taken",
+    "read_pid",
+    "remember_child",
+    "stop_process",
+    "tail",
+    "wait_gone",
+]
+
+#: children this Python process started; polled so that stopped ones do not stay zombies
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def remember_child(proc: subprocess.Popen[bytes]) -> None:
+    _CHILDREN[proc.pid] = proc
+
+
+def forget_child(pid: int) -> None:
+    _CHILDREN.pop(pid, None)
+
+
+def _reap() -> None:
+    for pid, proc in list(_CHILDREN.items()):
+        if proc.poll() is not None:
+            del _CHILDREN[pid]
+
+
+def read_pid(pidfile: Path) -> int | None:
+    try:
+        return int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def owned_process(pidfile: Path, marker: str) -> psutil.Process | None:
+    """The live process named by ``pidfile`` whose command line contains ``marker``."""
+    _reap()
+    pid = read_pid(pidfile)
+    if pid is None:
+        return None
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        if not any(marker in arg for arg in proc.cmdline()):
+            return None
+        return proc
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def _alive(proc: psutil.Process) -> bool:
+    _reap()
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_gone(proc: psutil.Process, timeout: float) -> bool:
+    """Wait until ``proc`` has exited (or is a zombie); False on timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(proc):
+            return True
+        time.sleep(0.2)
+    return not _alive(proc)
+
+
+def stop_process(proc: psutil.Process, timeout: float) -> bool:
+    """SIGTERM, wait up to ``timeout`` s, then SIGKILL. True if it went on SIGTERM."""
+    with contextlib.suppress(psutil.NoSuchProcess):
+        proc.send_signal(signal.SIGTERM)
+    if wait_gone(proc, timeout):
+        return True
+    with contextlib.suppress(psutil.NoSuchProcess):
+        proc.send_signal(signal.SIGKILL)
+    wait_gone(proc, 10.0)
+    return False
+
+
+def port_taken(port: int, host: str = "127.0.0.1") -> bool:
+    """True when something listens on (or holds) ``host:port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # as the JVM servers do, so a port in TIME_WAIT after our own stop counts as free
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                return True
+            raise
+    return False
+
+
+def port_owner(port: int) -> str:
+    """``pid N (name)`` of the process listening on ``port``, or "" when it cannot be seen."""
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.AccessDenied, OSError):
+        return ""
+    for conn in conns:
+        if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
+            if conn.pid is None:
+                return ""
+            try:
+                return f"pid {conn.pid} ({psutil.Process(conn.pid).name()})"
+            except psutil.Error:
+                return f"pid {conn.pid}"
+    return ""
+
+
+def port_answers(port: int, host: str = "127.0.0.1", timeout: float = 1.0) -> bool:
+    """True when a TCP connection to ``host:port`` is accepted."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def tail(paths: Iterator[Path] | list[Path], lines: int = 25) -> str:
+    """The last ``lines`` lines of each existing file, headed by its path."""
+    out: list[str] = []
+    for path in paths:
+        try:
+            text = path.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        out.append(f"--- {path} (last {min(lines, len(text))} lines)")
+        out.extend(text[-lines:])
+    return "\n".join(out)
+
+
+def rotate(path: Path, max_bytes: int = 10 << 20) -> None:
+    """Move ``path`` to ``path.1`` when it has grown past ``max_bytes``."""
+    with contextlib.suppress(OSError):
+        if path.stat().st_size > max_bytes:
+            os.replace(path, path.with_name(path.name + ".1"))

@@ -1,0 +1,209 @@
+"""One service of the local stack: the life cycle every service shares.
+
+A service is fetched once into the cache, configured on every start (ports come from the
+config), launched detached from the caller (so ``jobstream stack up`` can exit), watched
+until it answers, and stopped by the pid it left in its run directory. The subclasses say
+how to fetch, configure, launch and probe; this class owns the order, the waiting and the
+errors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from pipeline.config import Config
+from pipeline.errors import ServiceError
+from pipeline.stack import procs
+from pipeline.stack.java import Jdk
+from pipeline.stack.ui import Reporter
+
+__all__ = ["Service", "ServiceState"]
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    """What ``status`` reports about one service."""
+
+    name: str
+    title: str
+    version: str
+    address: str
+    ports: tuple[int, ...]
+    pid: int | None
+    running: bool
+    ready: bool
+
+
+class Service(ABC):
+    name: str
+    title: str
+    #: how long a start may take before it counts as failed (first starts on 2 cores are slow)
+    ready_timeout: float = 120.0
+    #: how long a SIGTERM may take before SIGKILL (Kafka's controlled shutdown needs a while)
+    stop_timeout: float = 30.0
+
+    def __init__(self, cfg: Config, jdks: list[Jdk]) -> None:
+        self.cfg = cfg
+        self.jdks = jdks
+        self.cache = Path(cfg.stack.cache_dir).expanduser().absolute()
+        self.run_dir = self.cache / "run" / self.name
+        self.data_dir = self.run_dir / "data"
+        self.logs_dir = self.run_dir / "logs"
+        self.pidfile = self.run_dir / f"{self.name}.pid"
+        self.metafile = self.run_dir / "running.json"
+
+    # -- what subclasses say -------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def version(self) -> str:
+        """The version this start would run (may raise ServiceError: no suitable JDK)."""
+
+    @property
+    @abstractmethod
+    def ports(self) -> tuple[int, ...]: ...
+
+    @property
+    @abstractmethod
+    def address(self) -> str:
+        """Where clients connect: bootstrap servers or URL."""
+
+    @property
+    @abstractmethod
+    def marker(self) -> str:
+        """A string in the command line of our server process and of no other."""
+
+    @abstractmethod
+    def installed(self) -> bool: ...
+
+    @abstractmethod
+    def fetch(self, progress: Callable[[str], None]) -> None:
+        """Download into the cache (only called when not ``installed()``)."""
+
+    @abstractmethod
+    def prepare(self) -> None:
+        """Write config files, create directories, format storage: before every start."""
+
+    @abstractmethod
+    def launch(self) -> subprocess.Popen[bytes]:
+        """Start the server detached; return the launched process."""
+
+    @abstractmethod
+    def probe(self, timeout: float) -> bool:
+        """True when the service answers its readiness check."""
+
+    @abstractmethod
+    def log_files(self) -> list[Path]: ...
+
+    # -- shared life cycle ---------------------------------------------------------------
+
+    def process(self) -> psutil.Process | None:
+        return procs.owned_process(self.pidfile, self.marker)
+
+    def start(self, ui: Reporter) -> bool:
+        """Start unless running; wait until ready. False if it was already running."""
+        if self.process() is not None:
+            if not self.probe(timeout=3.0):
+                self._wait_ready(None, ui, "Waiting for")
+            return False
+        for port in self.ports:
+            if procs.port_taken(port):
+                owner = procs.port_owner(port)
+                raise ServiceError(
+                    f"{self.title} cannot start: port {port} is taken by another process"
+                    f"{' (' + owner + ')' if owner else ''}; stop it or change the port in "
+                    "the [stack] config")
+        if not self.installed():
+            started = time.monotonic()
+            with ui.step(f"Fetching {self.title} {self.version} with Maven…") as progress:
+                self.fetch(progress)
+            ui.note(f"[green]✓[/] fetched {self.title} {self.version} "
+                    f"({time.monotonic() - started:.0f} s)")
+        self.prepare()
+        launcher = self.launch()
+        procs.remember_child(launcher)
+        self._wait_ready(launcher, ui, "Starting")
+        self.metafile.write_text(json.dumps({"version": self.version, "address": self.address}))
+        return True
+
+    def _wait_ready(self, launcher: subprocess.Popen[bytes] | None, ui: Reporter,
+                    verb: str) -> None:
+        started = time.monotonic()
+        deadline = started + self.ready_timeout
+        with ui.step(f"{verb} {self.title} {self.version} on {self.address}…") as progress:
+            while True:
+                if self.probe(timeout=2.0):
+                    break
+                failed = launcher is not None and launcher.poll() not in (None, 0)
+                gone = (launcher is None or launcher.poll() is not None) and \
+                    self.process() is None
+                if failed or gone:
+                    self._abort(launcher)
+                    raise ServiceError(f"{self.title} exited while starting; "
+                                       f"{procs.tail(self.log_files())}")
+                if time.monotonic() > deadline:
+                    self._abort(launcher)
+                    raise ServiceError(
+                        f"{self.title} did not become ready within {self.ready_timeout:.0f} s "
+                        f"on {self.address}; {procs.tail(self.log_files())}")
+                progress("waiting for it to answer")
+                time.sleep(0.5)
+        ui.note(f"[green]✓[/] {self.title} {self.version} ready on {self.address} "
+                f"({time.monotonic() - started:.1f} s)")
+
+    def _abort(self, launcher: subprocess.Popen[bytes] | None) -> None:
+        proc = self.process()
+        if proc is not None:
+            procs.stop_process(proc, 10.0)
+        if launcher is not None and launcher.poll() is None:
+            try:
+                os.killpg(launcher.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            launcher.wait()
+
+    def stop(self, ui: Reporter) -> bool:
+        """Stop our server if it runs. False if it was not running."""
+        proc = self.process()
+        if proc is None:
+            self.pidfile.unlink(missing_ok=True)
+            return False
+        with ui.step(f"Stopping {self.title} (pid {proc.pid})…"):
+            clean = procs.stop_process(proc, self.stop_timeout)
+        self.pidfile.unlink(missing_ok=True)
+        how = "stopped" if clean else f"killed (no exit within {self.stop_timeout:.0f} s)"
+        ui.note(f"[green]✓[/] {self.title} {how}")
+        return True
+
+    def wipe(self) -> None:
+        """Delete the data directory (``up --fresh``); the service must be stopped."""
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def state(self) -> ServiceState:
+        proc = self.process()
+        version = ""
+        if proc is not None:
+            try:
+                version = json.loads(self.metafile.read_text())["version"]
+            except (OSError, ValueError, KeyError):
+                version = ""
+        if not version:
+            try:
+                version = self.version
+            except ServiceError:
+                version = "?"
+        return ServiceState(
+            name=self.name, title=self.title, version=version, address=self.address,
+            ports=self.ports, pid=proc.pid if proc else None, running=proc is not None,
+            ready=proc is not None and self.probe(timeout=3.0))
