@@ -97,7 +97,7 @@ def decode_json(payload: bytes | bytearray | memoryview | str, *, what: str) -> 
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except RecursionError:
-        raise ParseError("invalid-json", f"{what} is nested too deeply") from None
+        raise ParseError("invalid-json", f"{what} is not valid JSON: nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError, huge integers, NaN
         raise ParseError("invalid-json", f"{what} is not valid JSON: {exc}") from None
 
@@ -330,8 +330,9 @@ class StateInfo:
 
     @property
     def pending(self) -> bool:
-        return self.base == "PENDING" or bool(self.flags & _WAITING_FLAGS) or (
-            self.base is None and self.requeued)
+        # A lone "REQUEUED" string (before v0.0.40) is the interrupted run still completing:
+        # its start time and nodes are that run's. Once pending again the base says so.
+        return self.base == "PENDING" or bool(self.flags & _WAITING_FLAGS)
 
 
 def classify_state(value: Any, field: str) -> StateInfo:

@@ -53,7 +53,8 @@ SOURCE = "slurm-jobcomp"
 FAMILY = "jobcomp"
 
 #: Keys copied into an event's context, by the event they belong to.
-_END_CONTEXT = ("state", "exit_code", "derived_ec", "elapsed", "failed_node", "@end")
+_END_CONTEXT = ("state", "exit_code", "derived_ec", "elapsed", "failed_node", "@end",
+                "partition")
 
 
 def parse_jobcomp(payload: bytes, *, cluster: str,
