@@ -5,58 +5,70 @@ One pure function, ``fold(events)``, used by ``jobstream fold`` and, through the
 duplication of its input:
 
 1. events are deduplicated by ``event_id`` (two copies of one id that differ, e.g. a journal
-   ``submit`` with its jobspec and an eventlog ``submit`` without, are merged key by key:
-   union of facts, and for a key both give, the larger canonical JSON value);
-2. the events of a job are sorted by a total order: ``timestamp``, ``seq`` (None last),
-   lifecycle phase of the event name (so that an ``end`` and a ``requeue`` stated at the
-   same second apply in that order), source rank (hook < squeue < sacct < jobcomp: the more
-   complete record applies later), ``event_id``;
+   ``submit`` with its jobspec facts and an eventlog ``submit`` without, are merged key by
+   key: union of facts, and for a key both give, the larger canonical JSON value);
+2. the events of a job are sorted by a total order (:func:`event_order`): ``timestamp``,
+   ``seq`` (None last), lifecycle position of the event name (for moments stated at the
+   same second), source rank (hook < squeue < sacct < jobcomp: the more complete record
+   applies later), ``event_id``;
 3. they are applied one by one. Facts merge "later wins, never overwritten by absence", with
-   one precedence above order: within a run, facts of an ``end`` record (Slurm's completion
-   record) beat any other source, so a late squeue poll cannot undo the final values.
+   a precedence above order: a later run beats an earlier one, and within a run the final
+   record (an ``end`` event stating a ``result``: jobcomp, sacct, squeue) beats every other
+   source, so a late hook or poll cannot undo the final values.
 
 Identity. A document describes one incarnation of a job. Flux ids never repeat. A Slurm id
-can be reused after a wrap of ``MaxJobId``; its events are split by submit time: every
-distinct submit time (``t_submit`` facts, ``submit`` event timestamps) starts a new
-incarnation, except that a requeued job gets a new submit time from Slurm too
-(``batch_requeue_fini``), so a submit time continues the previous incarnation when a
-``requeue`` event lies between the two, or when it states a higher ``restart_count``.
-An event without a submit time belongs to the incarnation with the latest submit not after
-its timestamp. A requeued job stays one document: ``requeue_count`` goes up, and the run
-fields (times, result, exit code, node list, counts) describe the latest run while usage
-hours add up every run.
+is reused after a wrap of ``MaxJobId``, so its events are split by submit time (``t_submit``
+facts, ``submit`` event timestamps): a later submit time starts a new incarnation unless it
+is a requeue, because Slurm gives a requeued job a new submit time too
+(``batch_requeue_fini``): it continues the previous incarnation when a ``requeue`` event,
+or a final ``end`` with result ``node_fail`` or ``preempted`` (jobcomp cannot tell those
+from requeues), lies between the two, or when it states a higher ``restart_count``. An
+event without a submit time belongs to the incarnation with the latest submit not after
+its timestamp.
+
+Runs. A requeued job stays one document. Within an incarnation every submit time opens a
+run (Slurm's own accounting splits requeued jobs the same way); an event belongs to the run
+of its submit time, or, without one, to the latest run opened at or before its timestamp.
+The run fields (``t_eligible`` .. ``t_clean``, result, exit code, node list, counts) describe
+the latest run; a run interrupted by a ``requeue`` (after it started) shows as ``pending``
+until the next run. Usage hours add up every run. ``requeue_count`` is the largest of:
+the highest ``restart_count`` stated, the ``requeue`` events of any one source, and the
+number of runs minus one (each alone counts every requeue at most once; sources report
+one requeue with different ids, so adding them up would double count).
 
 Field rules that are choices (Flux facts: flux.md section 2.3):
 
-* ``t_alloc``: Flux ``alloc`` (flux-core's ``t_run``); Slurm: an ``alloc`` or
-  ``prolog-start`` event, else ``t_start`` (Slurm's start time *is* the allocation).
+* ``t_alloc``: Flux ``alloc`` (flux-core's ``t_run``); Slurm: ``t_start`` (Slurm's start
+  time *is* the allocation), else the time of an ``alloc`` (PrologSlurmctld) event.
 * ``t_start``: Flux ``start`` (job shells launched); Slurm start time.
 * ``t_eligible``: Slurm ``eligible``. Flux: the ``priority`` event that made the job
-  schedulable (entering SCHED with a non-zero priority; a hold, priority 0, resets it): the
-  Flux counterpart of Slurm's eligible time, which also excludes dependency and hold time.
+  schedulable (entering SCHED with a non-zero priority; a hold, priority 0, starts over):
+  the counterpart of Slurm's eligible time, which also leaves out dependency and hold time.
 * ``t_end``: Flux ``finish`` or the first fatal exception, whichever comes first
-  (flux-core's ``t_cleanup``); Slurm ``end``. ``t_clean``: Flux ``clean``.
-* ``wait_s`` = t_start - t_submit, ``eligible_wait_s`` = t_start - t_eligible.
-  ``run_s`` is the allocation's wall time, t_end - (t_alloc or t_start): flux-core's
-  ``runtime`` and Slurm's ``elapsed``; while running it runs up to the newest event time
-  (never the wall clock, so a fold is reproducible). On Flux, wait and run overlap by the
-  prolog. Negative differences (clock skew between sources) are left out.
+  (flux-core's ``t_cleanup``); Slurm: the end time. ``t_clean``: Flux ``clean``.
+* ``state``: pending, then running (alloc, prolog, start), completing (Flux: finish or a
+  fatal exception; Slurm: an ``end`` without a result, i.e. EpilogSlurmctld, whose
+  environment never says how the job ended), done (Flux ``clean``; Slurm: a final record).
+* ``wait_s`` = t_start - t_submit, ``eligible_wait_s`` = t_start - t_eligible. ``run_s`` is
+  the allocation's wall time, t_end - (t_alloc or t_start): flux-core's ``runtime`` and
+  Slurm's ``elapsed``; while running it runs up to the newest event time (never the wall
+  clock, so a fold is reproducible). On Flux, wait and run overlap by the prolog. Negative
+  differences (clock skew between sources) are left out.
 * ``result``, Flux, as flux-core job-list computes it (success = ``finish`` status 0 with no
   fatal exception before it -> completed; else the tracked exception, the most severe and
-  first at equal severity: ``cancel`` -> cancelled, ``timeout`` -> timeout; else failed),
-  with flux-core's FAILED refined where the tracked exception is fatal: ``oom`` -> oom,
-  ``node-failure`` -> node_fail, ``exec`` (the job's own task failed to start) -> failed,
-  any other type (dependency, operator-raised, scheduler, plugin) -> exception. Slurm: the
-  ``result`` fact of the completion record. Results appear only once the job is done.
-* ``cancelled_before_start``: cancelled, and no run ever started (Slurm's completion record
-  of a job cancelled while pending states ``@start == @end`` and no nodes: that start is
-  not a start).
+  the first at equal severity: ``cancel`` -> cancelled, ``timeout`` -> timeout; else
+  failed), with flux-core's FAILED refined when the tracked exception is fatal: ``oom`` ->
+  oom, ``node-failure`` -> node_fail, ``exec`` (the job's own task failed to start) ->
+  failed, any other type (dependency, operator-raised, scheduler, plugin) -> exception.
+  Slurm: the ``result`` of the final record. A result appears only once the job is done.
+* ``cancelled_before_start``: once done, whether the job was cancelled before any run
+  started; None before.
 * ``revision``: the number of distinct (event id, content) pairs folded for the job key.
   It only grows as events arrive, is the same for any order, and is shared by every
-  incarnation of a key (an event can move between incarnations when a new submit time
-  arrives; a shared count still only grows).
+  incarnation of a key (an event can move to a new incarnation when its submit arrives; a
+  shared count still only grows, so Elasticsearch's external version check holds).
 
-Documents never carry scripts, environments or paths (``cwd`` facts stay out).
+Documents never carry scripts or environments (the parsers drop them; facts hold none).
 """
 
 from __future__ import annotations
@@ -74,35 +86,41 @@ from pipeline.model import RESULTS, JobEvent, job_key
 
 __all__ = ["DOC_FIELDS", "JobFold", "doc_id", "event_order", "fold"]
 
-#: Every field of a job document, in output order (absent values are None).
+#: Every field of a job document, in output order (unknown values are None): the fields of
+#: the ``JobState`` schema, plus ``incarnation`` (0 but for a reused Slurm job id).
 DOC_FIELDS: tuple[str, ...] = (
     "cluster", "scheduler", "job_id", "job_id_f58", "incarnation", "job_name",
     "array_id", "array_task", "het_id", "het_offset",
     "user", "uid", "group", "gid", "bank", "queue", "qos",
-    "state", "result", "exit_code", "signal", "cancelled_before_start", "exceptions",
-    "requeue_count",
-    "t_submit", "t_eligible", "t_alloc", "t_start", "t_end", "t_clean",
+    "bank_path", "reservation", "wckey", "dependency", "cwd",
+    "state", "result", "exit_code", "signal", "cancelled_before_start", "derived_exit_code",
+    "exceptions", "requeue_count", "restart_count",
+    "t_submit", "t_eligible", "t_alloc", "t_start", "t_end", "t_clean", "expiration",
     "wait_s", "eligible_wait_s", "run_s", "prolog_s", "epilog_s",
-    "timelimit_s", "nodes_req", "cores_req", "gpus_req",
-    "nnodes", "ncores", "ngpus", "nodelist", "first_node",
+    "timelimit_s", "nodes_req", "cores_req", "gpus_req", "mem_req_mb", "tres_req",
+    "nnodes", "ncores", "ngpus", "mem_alloc_mb", "tres_alloc", "nodelist", "first_node",
+    "failed_node",
     "node_hours", "core_hours", "gpu_hours",
     "timelimit_used_pct", "expansion_factor", "ef_x_nh",
-    "size_bucket", "size_bucket_id", "gpu_bucket", "gpu_bucket_id",
-    "wait_bucket", "wait_bucket_id", "runtime_bucket", "runtime_bucket_id",
+    "size_bucket", "gpu_bucket", "wait_bucket", "runtime_bucket",
     "run_interval", "pending_interval",
+    "cpu_eff_pct", "mem_max_pct", "gpu_util_pct",
     "revision", "updated_at",
 )
 
 #: Facts copied to the document as they are (latest value wins).
 _IDENTITY_FACTS: tuple[str, ...] = (
     "job_name", "array_id", "array_task", "het_id", "het_offset", "user", "uid", "group",
-    "gid", "bank", "queue", "qos", "timelimit_s", "nodes_req", "cores_req", "gpus_req",
+    "gid", "bank", "queue", "qos", "cwd", "timelimit_s", "nodes_req", "cores_req",
+    "gpus_req",
 )
-#: Facts that belong to one run of the job: a requeue forgets them.
+#: Facts that belong to one run of the job.
 _RUN_FACTS: frozenset[str] = frozenset(
     {"t_eligible", "t_start", "t_end", "exit_code", "signal", "result", "nnodes", "ncores",
      "ngpus", "nodelist", "expiration"}
 )
+#: Facts the fold reads itself rather than copying.
+_OWN_FACTS: frozenset[str] = frozenset({"t_submit", "restart_count"})
 
 _SOURCE_RANK: Mapping[str, int] = {
     "slurm-hook": 0, "slurm-squeue": 1, "slurm-sacct": 2, "slurm-jobcomp": 3,
@@ -127,20 +145,21 @@ _STATE_NAMES = ("pending", "running", "completing", "done")
 _FLUX_FATAL_RESULTS: Mapping[str, str] = {
     "oom": "oom", "node-failure": "node_fail", "exec": "failed",
 }
-
-_RUNNING_EVENTS = frozenset({"alloc", "prolog-start", "prolog-finish", "start"})
+# Slurm results that a requeue also produces (the run's record looks final).
+_REQUEUE_RESULTS = frozenset({"node_fail", "preempted"})
 
 
 def event_order(ev: JobEvent) -> tuple[Any, ...]:
     """The total order in which the fold applies a job's events."""
-    return (ev.timestamp, ev.seq is None, ev.seq or 0, _PHASE_RANK.get(ev.event, _PHASE_UNKNOWN),
-            _SOURCE_RANK.get(ev.source, 0), ev.event_id)
+    return (ev.timestamp, ev.seq is None, ev.seq or 0,
+            _PHASE_RANK.get(ev.event, _PHASE_UNKNOWN), _SOURCE_RANK.get(ev.source, 0),
+            ev.event_id)
 
 
 def doc_id(doc: Mapping[str, Any]) -> str:
     """Elasticsearch id of a job document: ``cluster:job_id``.
 
-    A later incarnation of a reused Slurm job id adds ``@<t_submit ms>``.
+    A later incarnation of a reused Slurm job id adds ``@<t_submit in ms>``.
     """
     base = f"{doc['cluster']}:{doc['job_id']}"
     if doc.get("incarnation"):
@@ -201,7 +220,8 @@ class JobFold:
     """The deduplicated events of one job key, and their documents.
 
     Holds compact events only (no ``jobspec``, ``R`` or ``record``: the facts carry what a
-    document needs). ``documents()`` always equals ``fold()`` of every event added so far.
+    document needs). ``documents()`` always equals ``fold()`` of every event added so far;
+    ``to_dict()`` / ``from_dict()`` store it as JSON (a Faust table value).
     """
 
     __slots__ = ("cluster", "scheduler", "job_id", "job_id_f58", "_events", "_fps")
@@ -216,12 +236,19 @@ class JobFold:
 
     @property
     def key(self) -> str | None:
+        """``cluster:job_id`` (None while empty)."""
         return None if self.cluster is None else job_key(self.cluster, self.job_id or "")
 
     @property
     def revision(self) -> int:
         """Distinct (event id, content) pairs folded: grows with every new fact."""
         return sum(len(fps) for fps in self._fps.values())
+
+    @property
+    def done(self) -> bool:
+        """Whether the job's latest incarnation is done."""
+        docs = self.documents()
+        return bool(docs) and docs[-1]["state"] == "done"
 
     def __len__(self) -> int:
         return len(self._events)
@@ -257,12 +284,14 @@ class JobFold:
         if not self._events:
             return []
         ordered = self.events()
-        parts = _split_incarnations(ordered) if self.scheduler == "slurm" else [ordered]
+        slurm = self.scheduler == "slurm"
+        parts = _split_incarnations(ordered) if slurm else [ordered]
         revision = self.revision
-        return [_Incarnation(self, n, revision).fold(evs) for n, evs in enumerate(parts)]
+        return [_Incarnation(self, n, revision, split_runs=slurm).fold(evs)
+                for n, evs in enumerate(parts)]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able state (for a Faust table)."""
+        """JSON-able state."""
         return {
             "cluster": self.cluster,
             "scheduler": self.scheduler,
@@ -297,9 +326,14 @@ class JobFold:
 
 def _submit_time(ev: JobEvent) -> float | None:
     t = ev.facts.get("t_submit")
-    if t is not None:
+    if isinstance(t, int | float):
         return float(t)
     return ev.timestamp if ev.event == "submit" else None
+
+
+def _is_final(ev: JobEvent) -> bool:
+    """A completion record: an ``end`` that states how the job ended."""
+    return ev.event == "end" and ev.facts.get("result") in RESULTS
 
 
 def _split_incarnations(ordered: list[JobEvent]) -> list[list[JobEvent]]:
@@ -310,25 +344,32 @@ def _split_incarnations(ordered: list[JobEvent]) -> list[list[JobEvent]]:
         if s is None:
             continue
         rc = ev.facts.get("restart_count")
+        rc = rc if isinstance(rc, int) else None
         known = restarts.get(s)
         restarts[s] = rc if known is None else (known if rc is None else max(known, rc))
     if len(restarts) < 2:
         return [ordered]
-    requeues = [ev.timestamp for ev in ordered if ev.event == "requeue"]
+    requeued_at = [ev.timestamp for ev in ordered if ev.event == "requeue" or (
+        _is_final(ev) and ev.facts["result"] in _REQUEUE_RESULTS)]
     times = sorted(restarts)
     starts = [times[0]]
     for prev, s in zip(times, times[1:], strict=False):
         rc, prev_rc = restarts[s], restarts[prev]
-        requeued = any(prev <= r <= s for r in requeues) or (
+        requeue = any(prev <= r <= s for r in requeued_at) or (
             rc is not None and rc > (prev_rc or 0))
-        if not requeued:
+        if not requeue:
             starts.append(s)
-    parts: list[list[JobEvent]] = [[] for _ in starts]
+    return _assign(ordered, starts)
+
+
+def _assign(ordered: list[JobEvent], starts: list[float]) -> list[list[JobEvent]]:
+    """Events grouped by the start (submit time) they belong to, keeping their order."""
+    groups: list[list[JobEvent]] = [[] for _ in starts]
     for ev in ordered:
         s = _submit_time(ev)
         idx = bisect_right(starts, ev.timestamp if s is None else s) - 1
-        parts[max(idx, 0)].append(ev)
-    return [p for p in parts if p]
+        groups[max(idx, 0)].append(ev)
+    return groups
 
 
 # --------------------------------------------------------------------------- one incarnation
@@ -344,11 +385,19 @@ def _span_s(start_ms: int | None, end_ms: int | None) -> float | None:
     return (end_ms - start_ms) / 1000
 
 
+def _min(a: float | None, b: float) -> float:
+    return b if a is None or b < a else a
+
+
+def _max(a: float | None, b: float) -> float:
+    return b if a is None or b > a else a
+
+
 @dataclass(slots=True)
 class _Exception:
     type: str
     severity: int
-    note: str
+    note: str | None
     timestamp: float
 
 
@@ -359,38 +408,47 @@ class _Run:
     facts: dict[str, tuple[bool, Any]] = field(default_factory=dict)
     state: int = _PENDING
     started: bool = False
-    t_eligible: float | None = None
     eligible_since: float | None = None
+    t_eligible: float | None = None
     t_alloc: float | None = None
     t_start: float | None = None
     t_end: float | None = None
-    t_end_record: float | None = None
+    t_end_final: float | None = None
     t_clean: float | None = None
     prolog: tuple[float | None, float | None] = (None, None)
     epilog: tuple[float | None, float | None] = (None, None)
     success: bool | None = None
     invalidated: bool = False
+    requeued_at: float | None = None
 
     def fact(self, name: str) -> Any:
         entry = self.facts.get(name)
         return None if entry is None else entry[1]
 
 
-def _min(a: float | None, b: float) -> float:
-    return b if a is None or b < a else a
+@dataclass(slots=True)
+class _Times:
+    """Lifecycle times of one run, in seconds."""
 
+    t_eligible: float | None
+    t_alloc: float | None
+    t_start: float | None
+    t_end: float | None
+    t_clean: float | None
 
-def _max(a: float | None, b: float) -> float:
-    return b if a is None or b > a else a
+    @property
+    def run_begin(self) -> float | None:
+        return self.t_alloc if self.t_alloc is not None else self.t_start
 
 
 class _Incarnation:
     """Applies the ordered events of one incarnation and renders its document."""
 
-    def __init__(self, jf: JobFold, number: int, revision: int) -> None:
+    def __init__(self, jf: JobFold, number: int, revision: int, *, split_runs: bool) -> None:
         self.jf = jf
         self.number = number
         self.revision = revision
+        self.split_runs = split_runs
         self.identity: dict[str, tuple[tuple[int, bool], Any]] = {}
         self.run = _Run()
         self.run_index = 0
@@ -398,58 +456,65 @@ class _Incarnation:
         self.prior_hours: list[float | None] = [None, None, None]
         self.exceptions: list[_Exception] = []
         self.tracked: _Exception | None = None
-        self.requeues = 0
-        self.restart_count = 0
+        self.requeues_by_source: dict[str, int] = {}
+        self.restart_count: int | None = None
         self.t_submit: float | None = None
         self.updated_at = -math.inf
 
+    def fold(self, events: list[JobEvent]) -> dict[str, Any]:
+        starts = sorted({s for ev in events if (s := _submit_time(ev)) is not None})
+        # Every start has its events (the ones stating it), so no run is empty.
+        runs = _assign(events, starts) if self.split_runs and len(starts) > 1 else [events]
+        for index, run_events in enumerate(runs):
+            if index:
+                self._close_run(end_fallback=starts[index])
+                self.run, self.run_index = _Run(), index
+            for ev in run_events:
+                self._apply(ev)
+        if self.run.requeued_at is not None:  # interrupted: the job waits for its next run
+            self._close_run(end_fallback=self.run.requeued_at)
+            self.run = _Run()
+        return self._document(runs=len(runs))
+
     # -- applying events
 
-    def fold(self, events: list[JobEvent]) -> dict[str, Any]:
-        for ev in events:
-            self.apply(ev)
-        return self.document()
-
-    def apply(self, ev: JobEvent) -> None:
+    def _apply(self, ev: JobEvent) -> None:
         self.updated_at = max(self.updated_at, ev.timestamp)
         s = _submit_time(ev)
         if s is not None:
             self.t_submit = _min(self.t_submit, s)
         rc = ev.facts.get("restart_count")
         if isinstance(rc, int):
-            self.restart_count = max(self.restart_count, rc)
-        if ev.event == "requeue":
-            self._new_run(ev.timestamp)
-            self.requeues += 1
+            self.restart_count = rc if self.restart_count is None else max(
+                self.restart_count, rc)
         self._merge_facts(ev)
         handler = _HANDLERS.get(ev.event)
         if handler is not None:
             handler(self, ev)
 
     def _merge_facts(self, ev: JobEvent) -> None:
-        is_end = ev.event == "end"
-        prec = (self.run_index, is_end)
+        final = _is_final(ev)
+        prec = (self.run_index, final)
         for name, value in ev.facts.items():
-            if value is None:
+            if value is None or name in _OWN_FACTS:
                 continue
             if name in _RUN_FACTS:
                 old = self.run.facts.get(name)
-                if old is None or is_end >= old[0]:
-                    self.run.facts[name] = (is_end, value)
+                if old is None or final >= old[0]:
+                    self.run.facts[name] = (final, value)
             else:
                 old_id = self.identity.get(name)
                 if old_id is None or prec >= old_id[0]:
                     self.identity[name] = (prec, value)
 
-    def _new_run(self, at: float) -> None:
-        if self._run_started(self.run):
+    def _close_run(self, end_fallback: float) -> None:
+        run = self.run
+        if self._run_started(run):
             self.started_any = True
-        hours = self._run_hours(self.run, end_fallback=at)
-        for i, h in enumerate(hours):
+        end = run.requeued_at if run.requeued_at is not None else end_fallback
+        for i, h in enumerate(self._run_hours(run, self._times(run), end_fallback=end)):
             if h is not None:
                 self.prior_hours[i] = (self.prior_hours[i] or 0.0) + h
-        self.run = _Run()
-        self.run_index += 1
 
     def _advance(self, state: int) -> None:
         self.run.state = max(self.run.state, state)
@@ -458,10 +523,10 @@ class _Incarnation:
 
     def _on_priority(self, ev: JobEvent) -> None:
         run = self.run
-        if run.t_alloc is not None or run.state >= _RUNNING:
+        if run.state >= _RUNNING:
             return
         prio = ev.context.get("priority")
-        if isinstance(prio, (int, float)) and prio <= 0:
+        if isinstance(prio, int | float) and prio <= 0:
             run.eligible_since = None
         elif run.eligible_since is None:
             run.eligible_since = ev.timestamp
@@ -488,11 +553,13 @@ class _Incarnation:
     def _on_exception(self, ev: JobEvent) -> None:
         ctx = ev.context
         severity = ctx.get("severity")
+        note = ctx.get("note")
         exc = _Exception(type=str(ctx.get("type", "")),
                          severity=severity if isinstance(severity, int) else 0,
-                         note=str(ctx.get("note") or ""), timestamp=ev.timestamp)
+                         note=note if isinstance(note, str) and note else None,
+                         timestamp=ev.timestamp)
         self.exceptions.append(exc)
-        # flux-core job-list: the most severe exception is tracked, the first at equal severity
+        # flux-core job-list tracks the most severe exception, the first at equal severity
         if self.tracked is None or exc.severity < self.tracked.severity:
             self.tracked = exc
         if exc.severity == 0 and self.run.state < _COMPLETING:
@@ -520,8 +587,19 @@ class _Incarnation:
         self._advance(_COMPLETING)
 
     def _on_end(self, ev: JobEvent) -> None:
-        self.run.t_end_record = _min(self.run.t_end_record, ev.timestamp)
-        self._advance(_DONE)
+        if _is_final(ev):
+            self.run.t_end_final = _min(self.run.t_end_final, ev.timestamp)
+            self._advance(_DONE)
+        else:
+            self.run.t_end = _min(self.run.t_end, ev.timestamp)
+            self._advance(_COMPLETING)
+
+    def _on_requeue(self, ev: JobEvent) -> None:
+        if "restart_count" not in ev.facts:
+            self.requeues_by_source[ev.source] = self.requeues_by_source.get(ev.source, 0) + 1
+        # A requeue stated before the run started announces this run; after, it ends it.
+        if self.run.started or self.run.state >= _RUNNING:
+            self.run.requeued_at = _min(self.run.requeued_at, ev.timestamp)
 
     def _on_clean(self, ev: JobEvent) -> None:
         self.run.t_clean = _min(self.run.t_clean, ev.timestamp)
@@ -533,39 +611,30 @@ class _Incarnation:
 
     # -- rendering
 
-    def _times(self, run: _Run) -> dict[str, float | None]:
-        """Lifecycle times of a run: stated facts first, then event times."""
-        t_end_fact = run.fact("t_end")
-        t_end = t_end_fact if t_end_fact is not None else (
-            run.t_end_record if run.t_end_record is not None else run.t_end)
+    def _times(self, run: _Run) -> _Times:
+        """A run's lifecycle times: stated facts first, then event times."""
+        t_end = run.fact("t_end")
+        if t_end is None:
+            t_end = run.t_end_final if run.t_end_final is not None else run.t_end
         t_start = run.fact("t_start")
         if t_start is None:
             t_start = run.t_start
-        elif self._phantom_start(run, t_start, t_end):
-            t_start = None
         t_alloc = run.t_alloc
-        if t_alloc is None and self.jf.scheduler == "slurm":
-            t_alloc = run.prolog[0] if run.prolog[0] is not None else t_start
+        if self.jf.scheduler == "slurm" and t_start is not None:
+            # Slurm's start time is the allocation, and more exact than when a hook ran.
+            t_alloc = t_start
         t_eligible = run.fact("t_eligible")
         if t_eligible is None:
             t_eligible = run.t_eligible if run.t_eligible is not None else run.eligible_since
-        return {"t_eligible": t_eligible, "t_alloc": t_alloc, "t_start": t_start,
-                "t_end": t_end, "t_clean": run.t_clean}
+        return _Times(t_eligible, t_alloc, t_start, t_end, run.t_clean)
 
     def _run_started(self, run: _Run) -> bool:
-        return run.started or self._times(run)["t_start"] is not None
+        return run.started or self._times(run).t_start is not None
 
     @staticmethod
-    def _phantom_start(run: _Run, t_start: float, t_end: float | None) -> bool:
-        # A completion record of a job cancelled while pending states @start == @end.
-        return (not run.started and t_end is not None and t_start == t_end
-                and not run.fact("nodelist") and not run.fact("nnodes"))
-
-    def _run_hours(self, run: _Run, end_fallback: float) -> list[float | None]:
-        times = self._times(run)
-        begin = times["t_alloc"] if times["t_alloc"] is not None else times["t_start"]
-        end = times["t_end"] if times["t_end"] is not None else end_fallback
-        run_s = _span_s(_ms(begin), _ms(end))
+    def _run_hours(run: _Run, times: _Times, end_fallback: float) -> list[float | None]:
+        end = times.t_end if times.t_end is not None else end_fallback
+        run_s = _span_s(_ms(times.run_begin), _ms(end))
         if run_s is None:
             return [None, None, None]
         counts = (run.fact("nnodes"), run.fact("ncores"), run.fact("ngpus"))
@@ -579,12 +648,7 @@ class _Incarnation:
             return str(stated)
         if run.invalidated:
             return "exception"
-        success = run.success
-        if success is None:
-            code = run.fact("exit_code")
-            success = code == 0 and not run.fact("signal") and not (
-                self.tracked is not None and self.tracked.severity == 0)
-        if success:
+        if run.success:
             return "completed"
         exc = self.tracked
         if exc is None:
@@ -597,7 +661,7 @@ class _Incarnation:
             return _FLUX_FATAL_RESULTS.get(exc.type, "exception")
         return "failed"
 
-    def document(self) -> dict[str, Any]:
+    def _document(self, runs: int) -> dict[str, Any]:
         jf, run = self.jf, self.run
         doc: dict[str, Any] = dict.fromkeys(DOC_FIELDS)
         doc.update(cluster=jf.cluster, scheduler=jf.scheduler, job_id=jf.job_id,
@@ -608,75 +672,77 @@ class _Incarnation:
                 doc[name] = entry[1]
 
         times = self._times(run)
-        started = self.started_any or self._run_started(run)
         result = self._result(run)
-        state = run.state
+        requeues = max(runs - 1, self.restart_count or 0,
+                       max(self.requeues_by_source.values(), default=0))
         doc.update(
-            state=_STATE_NAMES[state], result=result,
+            state=_STATE_NAMES[run.state], result=result,
             exit_code=run.fact("exit_code"), signal=run.fact("signal"),
-            cancelled_before_start=result == "cancelled" and not started,
+            cancelled_before_start=None if result is None else (
+                result == "cancelled" and not (self.started_any or self._run_started(run))),
             exceptions=[{"type": e.type, "severity": e.severity, "note": e.note,
                          "timestamp": _ms(e.timestamp)} for e in self.exceptions],
-            requeue_count=max(self.requeues, self.restart_count),
+            requeue_count=requeues, restart_count=self.restart_count,
         )
 
-        ms = {name: _ms(t) for name, t in times.items()}
-        t_submit = _ms(self.t_submit)
-        updated_at = _ms(self.updated_at)
-        doc.update(t_submit=t_submit, **ms)
-        begin = ms["t_alloc"] if ms["t_alloc"] is not None else ms["t_start"]
-        end = ms["t_end"] if ms["t_end"] is not None else updated_at
-        wait_s = _span_s(t_submit, ms["t_start"])
-        run_s = _span_s(begin, end)
+        t_submit, updated_at = _ms(self.t_submit), _ms(self.updated_at)
+        t_eligible, t_alloc, t_start = (
+            _ms(times.t_eligible), _ms(times.t_alloc), _ms(times.t_start))
+        t_end, begin = _ms(times.t_end), _ms(times.run_begin)
+        doc.update(t_submit=t_submit, t_eligible=t_eligible, t_alloc=t_alloc, t_start=t_start,
+                   t_end=t_end, t_clean=_ms(times.t_clean),
+                   expiration=_ms(run.fact("expiration")))
+        wait_s = _span_s(t_submit, t_start)
+        run_s = _span_s(begin, t_end if t_end is not None else updated_at)
         doc.update(
-            wait_s=wait_s,
-            eligible_wait_s=_span_s(ms["t_eligible"], ms["t_start"]),
-            run_s=run_s,
+            wait_s=wait_s, eligible_wait_s=_span_s(t_eligible, t_start), run_s=run_s,
             prolog_s=_span_s(_ms(run.prolog[0]), _ms(run.prolog[1])),
             epilog_s=_span_s(_ms(run.epilog[0]), _ms(run.epilog[1])),
         )
 
         nodelist = run.fact("nodelist")
-        for name in ("nnodes", "ncores", "ngpus"):
-            doc[name] = run.fact(name)
-        doc["nodelist"] = list(nodelist) if nodelist is not None else None
-        doc["first_node"] = nodelist[0] if nodelist else None
-        hours = self._run_hours(run, end_fallback=self.updated_at) if run_s is not None else [
-            None, None, None]
+        doc.update(nnodes=run.fact("nnodes"), ncores=run.fact("ncores"),
+                   ngpus=run.fact("ngpus"),
+                   nodelist=list(nodelist) if nodelist else None,
+                   first_node=nodelist[0] if nodelist else None)
+        hours = self._run_hours(run, times, end_fallback=self.updated_at)
         for i, name in enumerate(("node_hours", "core_hours", "gpu_hours")):
             prior, current = self.prior_hours[i], hours[i]
-            doc[name] = None if prior is None and current is None else (
-                (prior or 0.0) + (current or 0.0))
+            if prior is not None or current is not None:
+                doc[name] = (prior or 0.0) + (current or 0.0)
+        self._derived(doc, wait_s, run_s)
 
+        if begin is not None:
+            doc["run_interval"] = _interval(begin, t_end)
+        if t_submit is not None:
+            left_queue = next((t for t in (t_start, begin, t_end) if t is not None), None)
+            doc["pending_interval"] = _interval(t_submit, left_queue)
+        doc.update(revision=self.revision, updated_at=updated_at)
+        return doc
+
+    @staticmethod
+    def _derived(doc: dict[str, Any], wait_s: float | None, run_s: float | None) -> None:
+        """Ratios and XDMoD buckets, stored because panels may not compute them."""
         timelimit = doc["timelimit_s"]
-        if run_s is not None and isinstance(timelimit, (int, float)) and timelimit > 0:
+        if run_s is not None and isinstance(timelimit, int | float) and timelimit > 0:
             doc["timelimit_used_pct"] = run_s / timelimit * 100
         if run_s and wait_s is not None:
             doc["expansion_factor"] = (wait_s + run_s) / run_s
             if doc["node_hours"] is not None:
                 doc["ef_x_nh"] = doc["expansion_factor"] * doc["node_hours"]
-
         cores = doc["ncores"] if doc["ncores"] is not None else doc["cores_req"]
         gpus = doc["ngpus"] if doc["ngpus"] is not None else doc["gpus_req"]
-        for prefix, bucket in (("size", size_bucket(cores)), ("gpu", gpu_bucket(gpus)),
-                               ("wait", duration_bucket(wait_s)),
-                               ("runtime", duration_bucket(run_s))):
+        for name, bucket in (("size_bucket", size_bucket(cores)),
+                             ("gpu_bucket", gpu_bucket(gpus)),
+                             ("wait_bucket", duration_bucket(wait_s)),
+                             ("runtime_bucket", duration_bucket(run_s))):
             if bucket is not None:
-                doc[f"{prefix}_bucket_id"], doc[f"{prefix}_bucket"] = bucket
-
-        if begin is not None:
-            doc["run_interval"] = _interval(begin, ms["t_end"])
-        if t_submit is not None:
-            left_queue = next((t for t in (ms["t_start"], begin, ms["t_end"]) if t is not None),
-                              None)
-            doc["pending_interval"] = _interval(t_submit, left_queue)
-        doc.update(revision=self.revision, updated_at=updated_at)
-        return doc
+                doc[name] = bucket[1]
 
 
-def _interval(gte: int, lt: int | None) -> dict[str, int]:
+def _interval(gte: int, lt: int | None) -> dict[str, int | None]:
     """An Elasticsearch date_range value; open-ended while the end is unknown."""
-    return {"gte": gte} if lt is None or lt < gte else {"gte": gte, "lt": lt}
+    return {"gte": gte, "lt": lt if lt is not None and lt >= gte else None}
 
 
 _HANDLERS = {
@@ -691,6 +757,7 @@ _HANDLERS = {
     "epilog-start": _Incarnation._on_epilog,
     "epilog-finish": _Incarnation._on_epilog,
     "end": _Incarnation._on_end,
+    "requeue": _Incarnation._on_requeue,
     "clean": _Incarnation._on_clean,
     "invalidate": _Incarnation._on_invalidate,
 }
