@@ -20,12 +20,13 @@ from pathlib import Path
 import psutil
 
 __all__ = [
-    "forget_child",
     "owned_process",
+    "port_answers",
     "port_owner",
     "port_taken",
     "read_pid",
     "remember_child",
+    "rotate",
     "stop_process",
     "tail",
     "wait_gone",
@@ -37,10 +38,6 @@ _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 def remember_child(proc: subprocess.Popen[bytes]) -> None:
     _CHILDREN[proc.pid] = proc
-
-
-def forget_child(pid: int) -> None:
-    _CHILDREN.pop(pid, None)
 
 
 def _reap() -> None:
@@ -118,7 +115,7 @@ def port_taken(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def port_owner(port: int) -> str:
-    """``pid N (name)`` of the process listening on ``port``, or "" when it cannot be seen."""
+    """``name (pid N)`` of the process listening on ``port``, or "" when it cannot be seen."""
     try:
         conns = psutil.net_connections(kind="tcp")
     except (psutil.AccessDenied, OSError):
@@ -128,7 +125,7 @@ def port_owner(port: int) -> str:
             if conn.pid is None:
                 return ""
             try:
-                return f"pid {conn.pid} ({psutil.Process(conn.pid).name()})"
+                return f"{psutil.Process(conn.pid).name()} (pid {conn.pid})"
             except psutil.Error:
                 return f"pid {conn.pid}"
     return ""

@@ -122,8 +122,8 @@ class Service(ABC):
                 owner = procs.port_owner(port)
                 raise ServiceError(
                     f"{self.title} cannot start: port {port} is taken by another process"
-                    f"{' (' + owner + ')' if owner else ''}; stop it or change the port in "
-                    "the [stack] config")
+                    f"{': ' + owner if owner else ''}; stop it or change the port in the "
+                    "[stack] config")
         if not self.installed():
             started = time.monotonic()
             with ui.step(f"Fetching {self.title} {self.version} with Maven…") as progress:

@@ -1,0 +1,179 @@
+"""Fixtures shared by all tests: the real local stack, isolated names per test, clients.
+
+The stack (real Kafka and Elasticsearch, ``pipeline.stack``) starts once per session, on
+first use, and only for tests that ask for it; a stack already up is reused and left up.
+What the session started it stops at the end (``JOBSTREAM_TEST_KEEP_STACK=1`` keeps it).
+Under ``CI=true`` a stack that cannot start fails the run; elsewhere such tests skip with
+the reason.
+
+Per test, ``stack_cfg`` is a Config pointing at the stack whose topic names, index prefix,
+Faust app id and state directories are the test's own; its topics, indices and index
+templates are deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+from elasticsearch import Elasticsearch
+
+from pipeline.config import Config, load_config
+from pipeline.errors import ServiceError
+from pipeline.stack import StackInfo, ensure_up, stop
+
+_INTEGRATION_DIR = Path(__file__).parent / "integration"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Everything under tests/integration talks to real services, marked or not.
+    for item in items:
+        if _INTEGRATION_DIR in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def base_config() -> Config:
+    """The session's configuration: ./jobstream.toml or $JOBSTREAM_CONFIG, then JOBSTREAM_*."""
+    return load_config()
+
+
+@pytest.fixture(scope="session")
+def stack(base_config: Config) -> Iterator[StackInfo]:
+    """The running local stack (started now if needed)."""
+    try:
+        info = ensure_up(base_config)
+    except ServiceError as exc:
+        error = exc
+    else:
+        error = None
+    if error is not None:
+        # outside the except block: the report shows the reason, not a chained traceback
+        if in_ci():
+            pytest.fail(f"the local stack must run under CI, but: {error}", pytrace=False)
+        pytest.skip(f"local stack unavailable: {error}")
+    yield info
+    if info.started and os.environ.get("JOBSTREAM_TEST_KEEP_STACK", "") not in ("1", "true"):
+        stop(base_config, services=info.started)
+
+
+@pytest.fixture(scope="session")
+def stack_base_cfg(base_config: Config, stack: StackInfo) -> Config:
+    """The session config with the stack's Kafka bootstrap and Elasticsearch URL."""
+    return stack.client_config(base_config)
+
+
+def isolate(cfg: Config, suffix: str, state_dir: Path) -> Config:
+    """``cfg`` with every shared name made unique by ``suffix``, state under ``state_dir``."""
+    topics = {f.name: f"{getattr(cfg.topics, f.name)}.{suffix}"
+              for f in dataclasses.fields(cfg.topics)}
+    return cfg.replace(
+        topics=topics,
+        elasticsearch={"index_prefix": f"test-{suffix}-"},
+        worker={"app_id": f"jobstream-{suffix}", "store_dir": str(state_dir / "worker-store")},
+        edge={"spool_dir": str(state_dir / "spool")},
+    )
+
+
+@pytest.fixture
+def stack_cfg(stack_base_cfg: Config, tmp_path: Path) -> Iterator[Config]:
+    """A Config of this test's own on the running stack; its topics and indices are deleted
+    afterwards (every topic whose name contains the test's suffix, every index and index
+    template starting with its prefix)."""
+    suffix = uuid.uuid4().hex[:10]
+    cfg = isolate(stack_base_cfg, suffix, tmp_path)
+    yield cfg
+    _drop_topics(cfg, suffix)
+    _drop_indices(cfg)
+
+
+def _drop_topics(cfg: Config, suffix: str) -> None:
+    try:
+        admin = AdminClient(cfg.librdkafka())
+        names = [t for t in admin.list_topics(timeout=10).topics if suffix in t]
+        if names:
+            for future in admin.delete_topics(names, operation_timeout=30).values():
+                future.result(timeout=60)
+    except Exception as exc:  # clean-up must not hide the outcome of the test
+        warnings.warn(f"could not delete the test's topics: {exc}", stacklevel=1)
+
+
+def _drop_indices(cfg: Config) -> None:
+    prefix = cfg.elasticsearch.index_prefix
+    try:
+        with es_client(cfg) as es:
+            es.options(ignore_status=404).indices.delete(
+                index=f"{prefix}*", expand_wildcards="all", allow_no_indices=True)
+            es.options(ignore_status=404).indices.delete_index_template(name=f"{prefix}*")
+    except Exception as exc:  # clean-up must not hide the outcome of the test
+        warnings.warn(f"could not delete the test's indices: {exc}", stacklevel=1)
+
+
+def es_client(cfg: Config) -> Elasticsearch:
+    """An Elasticsearch client for ``cfg.elasticsearch`` (URL, credentials, CA)."""
+    kwargs: dict[str, Any] = {"request_timeout": 30}
+    if cfg.elasticsearch.username:
+        kwargs["basic_auth"] = (cfg.elasticsearch.username, cfg.elasticsearch.password.reveal())
+    if cfg.elasticsearch.ca_certs:
+        kwargs["ca_certs"] = cfg.elasticsearch.ca_certs
+    return Elasticsearch(cfg.elasticsearch.url, **kwargs)
+
+
+@pytest.fixture
+def es(stack_cfg: Config) -> Iterator[Elasticsearch]:
+    """An Elasticsearch client on the stack."""
+    with es_client(stack_cfg) as client:
+        yield client
+
+
+@pytest.fixture
+def kafka_admin(stack_cfg: Config) -> AdminClient:
+    """A confluent-kafka AdminClient on the stack."""
+    return AdminClient(stack_cfg.librdkafka())
+
+
+@pytest.fixture
+def make_producer(stack_cfg: Config) -> Iterator[Callable[..., Producer]]:
+    """``make_producer(**librdkafka_props)`` -> a Producer on the stack (flushed after)."""
+    made: list[Producer] = []
+
+    def make(**extra: Any) -> Producer:
+        producer = Producer(stack_cfg.librdkafka(**extra))
+        made.append(producer)
+        return producer
+
+    yield make
+    for producer in made:
+        producer.flush(10)
+
+
+@pytest.fixture
+def make_consumer(stack_cfg: Config) -> Iterator[Callable[..., Consumer]]:
+    """``make_consumer(*topics, **librdkafka_props)`` -> a Consumer on the stack, subscribed
+    to ``topics``, in a group of its own, reading from the earliest offset (closed after)."""
+    made: list[Consumer] = []
+
+    def make(*topics: str, **extra: Any) -> Consumer:
+        props = {"group.id": f"test-{uuid.uuid4().hex[:10]}", "auto.offset.reset": "earliest",
+                 **extra}
+        consumer = Consumer(stack_cfg.librdkafka(**props))
+        made.append(consumer)
+        if topics:
+            consumer.subscribe(list(topics))
+        return consumer
+
+    yield make
+    for consumer in made:
+        consumer.close()
