@@ -30,6 +30,8 @@ COMMANDS: list[tuple[str, str]] = [
     ("pipeline.stack.cli", "stack"),
     ("pipeline.edges.cli", "edge"),
     ("pipeline.publish", "publish"),
+    ("pipeline.fold_cli", "parse"),
+    ("pipeline.fold_cli", "fold"),
 ]
 
 
