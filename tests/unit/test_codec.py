@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import random
+import socket
 import struct
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from pipeline.codec import (
     registry_client,
 )
 from pipeline.config import Config
-from pipeline.errors import ParseError
+from pipeline.errors import ParseError, ServiceError
 from pipeline.model import JobEvent, RawRecord
 from pipeline.schemas import SCHEMA_NAMES, fingerprint, load_schema, schema_dir
 
@@ -252,6 +253,18 @@ def test_missing_required_field_is_invalid_record() -> None:
     with pytest.raises(ParseError) as err:
         AvroCodec("JobState").encode(rec)
     assert err.value.reason == "invalid-record"
+
+
+def test_unreachable_registry_is_a_service_error_not_bad_input() -> None:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    reg = registry_client(f"http://127.0.0.1:{port}", {"max.retries": 0})
+    codec = AvroCodec("RawRecord", registry=reg, subject="r-value")
+    with pytest.raises(ServiceError):
+        codec.encode(SAMPLES["RawRecord"])
+    with pytest.raises(ServiceError):
+        codec.decode(b"\x00" + struct.pack(">I", 7) + b"\x02")
 
 
 def test_registry_codec_needs_a_subject(registry: Any) -> None:
