@@ -357,6 +357,7 @@ class Drainer:
         self._fatal = False
         self._poison: list[tuple[int, str]] = []
         self._backoff = 0.0
+        self._flush_s = 5.0
         self.delivered = 0
         self.last_error: str | None = None
 
@@ -371,6 +372,7 @@ class Drainer:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop; records in flight get ``timeout`` seconds to be confirmed (the rest stays
         spooled and is sent on the next start)."""
+        self._flush_s = min(timeout, 5.0)
         self._stop.set()
         with self.spool._appended:
             self.spool._appended.notify_all()
@@ -398,7 +400,7 @@ class Drainer:
         try:
             while not self._stop.is_set():
                 self._step()
-            self._finish()
+            self._finish(self._flush_s)
         except Exception:
             logger.exception("spool %s: drainer failed", self.spool.name)
             raise
@@ -493,7 +495,7 @@ class Drainer:
         self._inflight_bytes = 0
         self._failed = False
 
-    def _finish(self) -> None:
+    def _finish(self, timeout: float) -> None:
         if self._producer is not None:
-            self._producer.flush(5.0)
+            self._producer.flush(timeout)
             self._settle()

@@ -296,8 +296,9 @@ class FluxEdge:
         self.watermark.add(seq, ts, backlog=self._in_backlog)
         self.published += 1
 
-    def run(self, stop: threading.Event | None = None) -> None:
-        """Run until ``stop`` is set (or, for a finite source, until all is delivered)."""
+    def run(self, stop: threading.Event | None = None, *, stop_timeout: float = 10.0) -> None:
+        """Run until ``stop`` is set (or, for a finite source, until all is delivered);
+        then give records in flight ``stop_timeout`` seconds to be confirmed."""
         stop = stop or self.runtime.stopping
         self.runtime.start()
         backoff = Backoff(1.0, self.cfg.edge.flux.reconnect_max_s)
@@ -320,4 +321,4 @@ class FluxEdge:
             while not stop.is_set() and self.runtime.spool.depth() > 0:
                 stop.wait(0.1)
         finally:
-            self.runtime.stop()
+            self.runtime.stop(stop_timeout)

@@ -72,11 +72,13 @@ class SlurmEdge:
             logger.warning("edge.slurm enables no source; only the spool is drained")
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the sources, then the drainer (``timeout``: how long records in flight may
+        take to be confirmed; the rest stays spooled)."""
         for comp in reversed(self._started):
             comp.stop()
         self._started.clear()
-        self.runtime.stop()
+        self.runtime.stop(timeout)
 
     def run(self, stop: threading.Event) -> None:
         self.start()

@@ -14,6 +14,7 @@ import logging
 import os
 import socketserver
 import stat
+import sys
 import threading
 import time
 from importlib import resources
@@ -25,7 +26,8 @@ from pipeline.errors import ConfigError, JobstreamError, ServiceError
 from pipeline.model import RawRecord
 from pipeline.spool import spool_dir
 
-__all__ = ["DropDirIngester", "HookListener", "hook_paths", "install_hook", "hook_script"]
+__all__ = ["DropDirIngester", "HookListener", "default_interpreter", "hook_paths", "hook_script",
+           "install_hook"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,13 +48,26 @@ def hook_script() -> str:
     return (resources.files("pipeline") / "edges" / "hooks" / "jobstream-hook").read_text()
 
 
-def install_hook(cfg: Config, dest: str | Path, *, timeout: float = 0.5) -> Path:
+def default_interpreter() -> str:
+    """The system Python 3 if there is one (fast start, no wrapper), else ours."""
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return sys.executable
+
+
+def install_hook(cfg: Config, dest: str | Path, *, timeout: float = 0.5,
+                 python: str | None = None) -> Path:
     """Write the hook script to ``dest`` (mode 0755) with this configuration's socket and
-    drop directory, for slurm.conf's PrologSlurmctld / EpilogSlurmctld."""
+    drop directory, for slurm.conf's PrologSlurmctld / EpilogSlurmctld. ``python`` is the
+    interpreter of its ``#!`` line (an absolute path: a wrapper such as a pyenv shim would
+    cost the job tens of milliseconds)."""
     sock, drop = hook_paths(cfg)
     lines = []
-    for line in hook_script().splitlines(keepends=True):
-        if line.endswith("# jobstream:socket\n"):
+    for n, line in enumerate(hook_script().splitlines(keepends=True)):
+        if n == 0:
+            line = f"#!{python or default_interpreter()} -IS\n"
+        elif line.endswith("# jobstream:socket\n"):
             line = f"SOCKET = {str(sock)!r}  # jobstream:socket\n"
         elif line.endswith("# jobstream:drop_dir\n"):
             line = f"DROP_DIR = {str(drop)!r}  # jobstream:drop_dir\n"

@@ -77,7 +77,8 @@ class SlurmPoller:
     """Runs the polls in a thread; ``poll_once`` is the unit of work (tests call it)."""
 
     def __init__(self, runtime: EdgeRuntime, *, runner: Runner = run_command,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], bool] | None = None) -> None:
         self.runtime = runtime
         self.cfg = runtime.cfg.edge.slurm
         self.runner = runner
@@ -87,6 +88,8 @@ class SlurmPoller:
         self.failures = 0
         self._seen: dict[str, dict[str, bytes]] = {"slurm-squeue": {}, "slurm-sacct": {}}
         self._stop = threading.Event()
+        #: waits between polls; returns True when the poller should stop
+        self._sleep = sleep or self._stop.wait
         self._thread: threading.Thread | None = None
 
     @property
@@ -141,10 +144,11 @@ class SlurmPoller:
         return n
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="slurm-poller", daemon=True)
+        self._thread = threading.Thread(target=self.run, name="slurm-poller", daemon=True)
         self._thread.start()
 
-    def _run(self) -> None:
+    def run(self) -> None:
+        """Poll until stopped: every ``poll_interval_s``, backing off while Slurm fails."""
         backoff = Backoff(min(5.0, self.cfg.poll_interval_s), self.cfg.poll_backoff_max_s)
         while not self._stop.is_set():
             try:
@@ -156,7 +160,8 @@ class SlurmPoller:
                 self.failures += 1
                 delay = backoff.next()
                 logger.warning("slurm poll failed (%s); next attempt in %.0f s", exc, delay)
-            self._stop.wait(delay)
+            if self._sleep(delay):
+                return
 
     def stop(self) -> None:
         self._stop.set()

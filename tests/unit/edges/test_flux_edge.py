@@ -83,7 +83,7 @@ def test_run_reconnects_after_a_disconnect_and_loses_nothing(edge_cfg: Config, r
         if src.connections == 2 and payload == lines(LIVE)[-1]:
             stop.set()
     edge.handle = handle  # type: ignore[method-assign]
-    edge.run(stop)
+    edge.run(stop, stop_timeout=0)
     assert src.connections == 2
     from pipeline.spool import Spool
     with Spool(runtime.spool.path) as spool:

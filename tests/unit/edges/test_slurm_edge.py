@@ -1,0 +1,384 @@
+"""The Slurm edge's sources, driven for real (HTTP requests, the hook script, fake Slurm
+commands), down to the spool. Kafka is unreachable here: nothing leaves the spool."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import Config
+from pipeline.edges.base import EdgeRuntime
+from pipeline.edges.slurm import SlurmEdge
+from pipeline.edges.slurm.bridge import strip_nul
+from pipeline.edges.slurm.hooks import DropDirIngester, install_hook
+from pipeline.edges.slurm.poller import HWM_META, PollError, SlurmPoller, split_jobs
+from pipeline.spool import Spool
+
+SLURM = Path("/work/shared/vectors/slurm")
+SQUEUE = SLURM / "squeue_running_22.05.json"
+#: a real 22.05 sacct --json (dbv0.0.38) of the parser tests
+SACCT = Path(__file__).parents[2] / "data" / "slurm" / "sacct_v0.0.38_22.05.json"
+JOBCOMP = [ln for ln in (SLURM / "jobcomp_22.05_sample.jsonl").read_bytes().split(b"\n")
+           if ln.strip()]
+
+
+def env_file(name: str) -> dict[str, str]:
+    out = {}
+    for line in (SLURM / "hooks" / name).read_text().splitlines():
+        k, _, v = line.partition("=")
+        out[k] = v
+    return out
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    # unix socket paths must stay under 108 bytes; pytest's tmp_path can be longer
+    d = Path(tempfile.mkdtemp(prefix="js-", dir="/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def slurm_cfg(edge_cfg: Config, short_dir: Path) -> Config:
+    return edge_cfg.replace(edge={"slurm": {"hook_socket": str(short_dir / "hook.sock"),
+                                            "hook_drop_dir": str(short_dir / "drop")}})
+
+
+@pytest.fixture
+def edge(slurm_cfg: Config) -> Iterator[SlurmEdge]:
+    e = SlurmEdge(slurm_cfg).start()
+    yield e
+    e.stop(timeout=0)
+
+
+def spool_of(edge: SlurmEdge) -> Spool:
+    return edge.runtime.spool
+
+
+def request(edge: SlurmEdge, method: str, path: str, body: bytes | None = None,
+            headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    assert edge.receiver is not None
+    conn = http.client.HTTPConnection("127.0.0.1", edge.receiver.port, timeout=10)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+class TestJobcompReceiver:
+    def test_answers_the_plugins_location_probe(self, edge: SlurmEdge) -> None:
+        assert request(edge, "HEAD", "/slurm/_doc")[0] == 200
+        status, body = request(edge, "GET", "/")
+        assert status == 200 and "version" in json.loads(body)
+
+    def test_post_is_spooled_then_answered_201(self, edge: SlurmEdge, read_spool) -> None:
+        status, body = request(edge, "POST", "/slurm/_doc", JOBCOMP[0],
+                               {"Content-Type": "application/json"})
+        assert status == 201
+        answer = json.loads(body)
+        assert answer["result"] == "created" and answer["_index"] == "slurm"
+        [(key, rec)] = read_spool(spool_of(edge))
+        assert rec.payload == JOBCOMP[0] and rec.format == "slurm-jobcomp"
+        assert rec.scheduler == "slurm" and rec.cluster == "testcluster"
+        assert key == b"testcluster:2"
+
+    def test_every_record_of_a_burst_is_spooled_in_order(self, edge: SlurmEdge,
+                                                         read_spool) -> None:
+        for line in JOBCOMP:
+            assert request(edge, "POST", "/slurm/_doc", line)[0] == 201
+        recs = read_spool(spool_of(edge))
+        assert [r.payload for _, r in recs] == JOBCOMP
+        assert [k for k, _ in recs] == [b"testcluster:2", b"testcluster:10",
+                                        b"testcluster:1"]
+
+    def test_curl_with_expect_100_continue_as_slurm_sends_it(self, edge: SlurmEdge,
+                                                             read_spool) -> None:
+        assert edge.receiver is not None
+        big = json.loads(JOBCOMP[0])
+        big["script"] = "#!/bin/sh\n" + "echo padding\n" * 400  # > curl's 1 KB threshold
+        data = json.dumps(big).encode()
+        out = subprocess.run(
+            ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+             "-H", "Content-Type: application/json", "-H", "Expect: 100-continue",
+             "--data-binary", "@-", f"http://127.0.0.1:{edge.receiver.port}/slurm/_doc"],
+            input=data, capture_output=True, timeout=30, check=True)
+        assert out.stdout == b"201"
+        assert [r.payload for _, r in read_spool(spool_of(edge))] == [data]
+
+    def test_pre_20_11_path_is_accepted(self, edge: SlurmEdge) -> None:
+        assert request(edge, "POST", "/slurm/jobcomp", JOBCOMP[1])[0] == 201
+
+    def test_unknown_endpoint_is_404_and_spools_nothing(self, edge: SlurmEdge) -> None:
+        assert request(edge, "POST", "/slurm/_search", b"{}")[0] == 404
+        assert spool_of(edge).depth() == 0
+
+    def test_a_body_that_is_not_json_is_spooled_for_the_dlq(self, edge: SlurmEdge,
+                                                            read_spool) -> None:
+        assert request(edge, "POST", "/slurm/_doc", b"not json")[0] == 201
+        [(key, rec)] = read_spool(spool_of(edge))
+        assert key is None and rec.payload == b"not json"
+
+    def test_a_full_spool_answers_503_so_slurm_retries(self, slurm_cfg: Config) -> None:
+        cfg = slurm_cfg.replace(edge={"spool_max_bytes": 64 * 1024})
+        e = SlurmEdge(cfg).start()
+        try:
+            doc = json.loads(JOBCOMP[0])
+            doc["script"] = "x" * 8000
+            body = json.dumps(doc).encode()
+            statuses = [request(e, "POST", "/slurm/_doc", body)[0] for _ in range(40)]
+        finally:
+            e.stop(timeout=0)
+        assert 503 in statuses
+        first = statuses.index(503)
+        assert set(statuses[:first]) == {201}
+        with Spool(e.runtime.spool.path) as spool:
+            assert spool.depth() == first
+
+
+class TestHookScript:
+    RUNS = 15
+
+    @pytest.fixture
+    def hook(self, slurm_cfg: Config, short_dir: Path) -> Path:
+        return install_hook(slurm_cfg, short_dir / "jobstream-hook")
+
+    def run_hook(self, hook: Path, env: dict[str, str], **extra: str) -> tuple[int, float]:
+        full = {"PATH": "/usr/bin:/bin", **env, **extra}
+        t0 = time.perf_counter()
+        proc = subprocess.run([str(hook)], env=full, capture_output=True, timeout=30)
+        return proc.returncode, time.perf_counter() - t0
+
+    def report(self, what: str, times: list[float], capsys: pytest.CaptureFixture[str]
+               ) -> None:
+        with capsys.disabled():
+            print(f"\nhook run time, {what}: median {statistics.median(times) * 1000:.1f} ms, "
+                  f"max {max(times) * 1000:.1f} ms over {len(times)} runs")
+
+    def test_edge_up_delivers_over_the_socket(self, edge: SlurmEdge, hook: Path,
+                                              read_spool, capsys) -> None:
+        env = env_file("epilog_ctld_2.env")
+        times = []
+        for _ in range(self.RUNS):
+            code, took = self.run_hook(hook, env)
+            assert code == 0
+            times.append(took)
+        self.report("edge up", times, capsys)
+        recs = read_spool(spool_of(edge))
+        assert len(recs) == self.RUNS
+        key, rec = recs[0]
+        assert key == b"testcluster:2" and rec.format == "slurm-hook"
+        sent = json.loads(rec.payload)
+        assert sent["SLURM_JOB_EXIT_CODE2"] == "3:0" and "PWD" not in sent
+        assert abs(float(sent["JOBSTREAM_HOOK_TIME"]) - time.time()) < 3600
+        assert not any((edge.hook_drop_dir).iterdir())
+
+    def test_edge_down_drops_a_file_the_edge_ingests_later(self, slurm_cfg: Config,
+                                                           hook: Path, short_dir: Path,
+                                                           read_spool, capsys) -> None:
+        drop = short_dir / "drop"
+        drop.mkdir()
+        env = env_file("prolog_ctld_1.env")
+        times = []
+        for _ in range(self.RUNS):
+            code, took = self.run_hook(hook, env)
+            assert code == 0
+            times.append(took)
+        self.report("edge down", times, capsys)
+        files = sorted(drop.iterdir())
+        assert len(files) == self.RUNS and all(f.suffix == ".json" for f in files)
+        dropped = [f.read_bytes() for f in files]
+        runtime = EdgeRuntime(slurm_cfg, "slurm")
+        try:
+            assert DropDirIngester(runtime, drop, 1.0).scan() == self.RUNS
+            recs = read_spool(runtime.spool)
+        finally:
+            runtime.spool.close()
+        assert not list(drop.iterdir())
+        assert [r.payload for _, r in recs] == dropped
+        assert all(k == b"testcluster:1" for k, _ in recs)
+
+    def test_edge_that_never_answers_costs_only_the_timeout(self, hook: Path,
+                                                            short_dir: Path, capsys) -> None:
+        drop = short_dir / "drop"
+        drop.mkdir()
+        sock_path = short_dir / "hook.sock"
+        hung = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        hung.bind(str(sock_path))
+        hung.listen(8)  # accepts connections, never reads or answers
+        try:
+            code, took = self.run_hook(hook, env_file("epilog_ctld_1.env"),
+                                       JOBSTREAM_HOOK_TIMEOUT="0.2")
+        finally:
+            hung.close()
+        assert code == 0
+        self.report("edge hung (timeout 0.2 s)", [took], capsys)
+        assert len(list(drop.glob("*.json"))) == 1
+
+    def test_always_exits_0_even_with_nowhere_to_write(self, hook: Path,
+                                                       short_dir: Path) -> None:
+        code, _ = self.run_hook(hook, env_file("epilog_ctld_1.env"),
+                                JOBSTREAM_HOOK_DROP_DIR=str(short_dir / "missing" / "dir"))
+        assert code == 0
+
+    def test_edge_ingests_drops_at_start(self, slurm_cfg: Config, hook: Path,
+                                         short_dir: Path) -> None:
+        drop = short_dir / "drop"
+        drop.mkdir()
+        assert self.run_hook(hook, env_file("prolog_ctld_1.env"))[0] == 0
+        e = SlurmEdge(slurm_cfg).start()
+        try:
+            assert e.drops is not None and e.drops.ingested == 1
+            assert e.runtime.spool.depth() == 1
+        finally:
+            e.stop(timeout=0)
+
+
+FAKE_CMD = """#!/bin/sh
+echo "$@" >> {log}
+{body}
+"""
+
+
+@pytest.fixture
+def fake_slurm(tmp_path: Path) -> dict[str, Path]:
+    paths = {}
+    for name in ("squeue", "sacct"):
+        path = tmp_path / f"fake-{name}"
+        state = tmp_path / f"{name}.mode"
+        state.write_text("ok")
+        doc = SQUEUE if name == "squeue" else SACCT
+        body = (f'[ "$(cat {state})" = ok ] || {{ echo "slurm_load_jobs error: Unable to '
+                f'contact slurm controller" >&2; exit 1; }}\n'
+                f"cat {doc}")
+        path.write_text(FAKE_CMD.format(log=tmp_path / f"{name}.log", body=body))
+        path.chmod(0o755)
+        paths[name] = path
+        paths[f"{name}.mode"] = state
+        paths[f"{name}.log"] = tmp_path / f"{name}.log"
+    return paths
+
+
+class TestPoller:
+    @pytest.fixture
+    def poller(self, edge_cfg: Config, fake_slurm: dict[str, Path]) -> Iterator[SlurmPoller]:
+        cfg = edge_cfg.replace(edge={"slurm": {
+            "squeue_command": str(fake_slurm["squeue"]),
+            "sacct_command": f"{fake_slurm['sacct']} --json --allusers",
+            "catchup_max_s": 3600.0}})
+        runtime = EdgeRuntime(cfg, "slurm")
+        yield SlurmPoller(runtime, clock=lambda: 1_800_000_000.0)
+        runtime.spool.close()
+
+    def test_one_record_per_job_keyed_by_job(self, poller: SlurmPoller, read_spool) -> None:
+        assert poller.poll_once() == 8
+        recs = read_spool(poller.runtime.spool)
+        squeue = [(k, r) for k, r in recs if r.format == "slurm-squeue"]
+        assert len(squeue) == 3
+        for _, rec in squeue:
+            doc = json.loads(rec.payload)
+            assert len(doc["jobs"]) == 1 and doc["meta"]["Slurm"]["release"] == "22.05.8"
+        assert [k for k, _ in squeue][:2] == [b"testcluster:1", b"testcluster:2"]
+        sacct = [(k, r) for k, r in recs if r.format == "slurm-sacct"]
+        assert [k for k, _ in sacct] == [b"testcluster:%d" % j for j in (1, 2, 10, 5, 30)]
+        assert all(r.cluster == "testcluster" and r.scheduler == "slurm" for _, r in recs)
+
+    def test_unchanged_jobs_are_not_published_again(self, poller: SlurmPoller) -> None:
+        assert poller.poll_once() == 8
+        assert poller.poll_once() == 0
+
+    def test_sacct_window_starts_at_the_high_water_mark(self, poller: SlurmPoller,
+                                                        fake_slurm: dict[str, Path]) -> None:
+        poller.poll_once()
+        assert poller.high_water_mark == 1_800_000_000.0
+        poller.clock = lambda: 1_800_000_060.0
+        poller.poll_once()
+        first, second = fake_slurm["sacct.log"].read_text().splitlines()
+        fmt = "%Y-%m-%dT%H:%M:%S"
+        assert f"--starttime {time.strftime(fmt, time.localtime(1_800_000_000 - 3600))}" \
+            in first  # no mark yet: the catch-up cap
+        assert f"--starttime {time.strftime(fmt, time.localtime(1_800_000_000 - 1))}" \
+            in second
+
+    def test_failure_keeps_the_mark_and_raises(self, poller: SlurmPoller,
+                                               fake_slurm: dict[str, Path]) -> None:
+        poller.poll_once()
+        fake_slurm["sacct.mode"].write_text("down")
+        poller.clock = lambda: 1_800_000_060.0
+        with pytest.raises(PollError, match="Unable to contact"):
+            poller.poll_once()
+        assert poller.high_water_mark == 1_800_000_000.0
+
+    def test_missing_command_is_a_poll_error(self, edge_cfg: Config) -> None:
+        cfg = edge_cfg.replace(edge={"slurm": {"squeue_command": "/nonexistent/squeue"}})
+        runtime = EdgeRuntime(cfg, "slurm")
+        try:
+            with pytest.raises(PollError, match="not found"):
+                SlurmPoller(runtime).poll_once()
+        finally:
+            runtime.spool.close()
+
+    def test_backs_off_exponentially_while_slurm_is_down(self, edge_cfg: Config,
+                                                         fake_slurm: dict[str, Path]) -> None:
+        cfg = edge_cfg.replace(edge={"slurm": {
+            "squeue_command": str(fake_slurm["squeue"]), "poll_interval_s": 60.0,
+            "sacct_command": str(fake_slurm["sacct"]), "poll_backoff_max_s": 40.0}})
+        runtime = EdgeRuntime(cfg, "slurm")
+        waits: list[float] = []
+
+        def sleep(delay: float) -> bool:
+            waits.append(delay)
+            # Slurm is down for 5 attempts, then back
+            fake_slurm["squeue.mode"].write_text("down" if len(waits) < 5 else "ok")
+            return len(waits) >= 8
+
+        fake_slurm["squeue.mode"].write_text("down")
+        poller = SlurmPoller(runtime, sleep=sleep)
+        poller.run()
+        runtime.spool.close()
+        assert waits == [5.0, 10.0, 20.0, 40.0, 40.0, 60.0, 60.0, 60.0]
+        assert poller.failures == 5
+
+
+def test_split_jobs_refuses_non_json() -> None:
+    with pytest.raises(PollError, match="not JSON"):
+        split_jobs("squeue: error")
+
+
+def test_strip_nul_removes_only_the_trailing_nul() -> None:
+    assert strip_nul(JOBCOMP[0] + b"\x00") == JOBCOMP[0]
+    assert strip_nul(JOBCOMP[0]) == JOBCOMP[0]
+
+
+def test_hwm_meta_name_is_stable() -> None:
+    assert HWM_META == "slurm.sacct.hwm"
+
+
+def test_edge_starts_with_every_source_off(edge_cfg: Config) -> None:
+    cfg = edge_cfg.replace(edge={"slurm": {"receiver": False, "hooks": False,
+                                           "poller": False}})
+    e = SlurmEdge(cfg).start()
+    assert e.components == []
+    e.stop(timeout=0)
+
+
+def test_start_failure_on_a_taken_port_is_clear(slurm_cfg: Config) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        cfg = slurm_cfg.replace(edge={"slurm": {"receiver_port": s.getsockname()[1]}})
+        from pipeline.errors import ServiceError
+        with pytest.raises(ServiceError, match="receiver_port"):
+            SlurmEdge(cfg).start()
+
