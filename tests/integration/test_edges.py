@@ -1,0 +1,239 @@
+"""Producer edges on a real broker: journal replay with a disconnect, Slurm sources, and
+the fault test (Kafka down while records come in, edge SIGKILLed and restarted, Kafka
+back: every record arrives).
+
+The fault test stops and starts a Kafka of its own (the stack's API on other ports and
+another run directory, sharing the fetched broker), so the shared stack never goes down
+under other tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer
+
+from pipeline.codec import AvroCodec, raw_from_avro
+from pipeline.config import Config
+from pipeline.edges.flux import SINCE_META, FluxEdge, RecordedJournalSource
+from pipeline.edges.slurm import SlurmEdge
+from pipeline.edges.slurm.hooks import install_hook
+from pipeline.model import RawRecord
+from pipeline.spool import Spool
+from pipeline.stack import service, start_service, stop_service
+
+VECTORS = Path("/work/shared/vectors")
+LIVE = VECTORS / "flux" / "real-0.88-journal-live.jsonl"
+BACKLOG = VECTORS / "flux" / "real-0.88-journal-backlog.jsonl"
+JOBCOMP = [ln for ln in (VECTORS / "slurm" / "jobcomp_22.05_sample.jsonl").read_bytes()
+           .split(b"\n") if ln.strip()]
+
+
+def responses(*paths: Path) -> list[bytes]:
+    out = []
+    for path in paths:
+        out += [ln for ln in path.read_bytes().split(b"\n")
+                if ln.strip() and json.loads(ln)["id"] != -1]
+    return out
+
+
+def consume_all(cfg: Config, topic: str, expect: int, timeout: float = 120.0
+                ) -> list[tuple[bytes | None, RawRecord, int]]:
+    """(key, record, partition) of at least ``expect`` messages of ``topic``."""
+    consumer = Consumer(cfg.librdkafka(**{"group.id": f"check-{time.time_ns()}",
+                                          "auto.offset.reset": "earliest"}))
+    consumer.subscribe([topic])
+    codec = AvroCodec("RawRecord")
+    out: list[tuple[bytes | None, RawRecord, int]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                if len(out) >= expect:
+                    break
+                continue
+            if msg.error():
+                continue
+            out.append((msg.key(), raw_from_avro(codec.decode(msg.value())), msg.partition()))
+    finally:
+        consumer.close()
+    return out
+
+
+def check_keyed_and_ordered(got: list[tuple[bytes | None, RawRecord, int]],
+                            expected: list[bytes], cluster: str) -> None:
+    """Every expected response arrived, keyed by job, one partition per job, and in each
+    job the first arrivals keep the journal's order."""
+    assert {r.payload for _, r, _ in got} == set(expected)
+    partitions: dict[bytes | None, set[int]] = defaultdict(set)
+    firsts: dict[bytes | None, list[bytes]] = defaultdict(list)
+    for key, rec, part in got:
+        job = json.loads(rec.payload)["id"]
+        assert key == f"{cluster}:{job}".encode()
+        partitions[key].add(part)
+        if rec.payload not in firsts[key]:
+            firsts[key].append(rec.payload)
+    assert all(len(p) == 1 for p in partitions.values())
+    for key, seen in firsts.items():
+        order = [p for p in expected if f"{cluster}:{json.loads(p)['id']}".encode() == key]
+        assert seen == order
+
+
+def test_flux_edge_replays_a_recording_with_a_disconnect(stack_cfg: Config) -> None:
+    cfg = stack_cfg.replace(cluster="fluxtest", edge={"flux": {"reconnect_max_s": 0.5}})
+    source = RecordedJournalSource([LIVE], disconnect_after=[80])
+    edge = FluxEdge(cfg, source)
+    edge.run(threading.Event())  # a recording: returns once everything is confirmed
+    assert source.connections == 2
+    expected = responses(LIVE)
+    got = consume_all(cfg, cfg.topics.raw, len(expected))
+    check_keyed_and_ordered(got, expected, "fluxtest")
+    assert all(r.format == "flux-journal" and r.scheduler == "flux" for _, r, _ in got)
+    with Spool(edge.runtime.spool.path) as spool:
+        assert spool.depth() == 0
+        newest = max(e["timestamp"] for p in expected for e in json.loads(p)["events"])
+        assert float(spool.get_meta(SINCE_META) or 0) == newest
+
+
+def test_flux_edge_resumes_after_the_watermark(stack_cfg: Config) -> None:
+    cfg = stack_cfg.replace(cluster="fluxtest")
+    FluxEdge(cfg, RecordedJournalSource([BACKLOG])).run(threading.Event())
+    first = consume_all(cfg, cfg.topics.raw, len(responses(BACKLOG)))
+    assert len(first) == len(responses(BACKLOG))
+    # a second connection replays the same backlog: all of it is behind the watermark
+    edge = FluxEdge(cfg, RecordedJournalSource([BACKLOG]))
+    edge.run(threading.Event())
+    assert edge.published == 0 and edge.skipped == len(responses(BACKLOG))
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="js-", dir="/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_slurm_sources_reach_the_raw_topic_keyed(stack_cfg: Config, short_dir: Path) -> None:
+    cfg = stack_cfg.replace(edge={"slurm": {
+        "receiver_port": 0, "poller": False,
+        "hook_socket": str(short_dir / "hook.sock"), "hook_drop_dir": str(short_dir / "drop")}})
+    edge = SlurmEdge(cfg).start()
+    try:
+        import http.client
+        assert edge.receiver is not None
+        for line in JOBCOMP:
+            conn = http.client.HTTPConnection("127.0.0.1", edge.receiver.port, timeout=10)
+            conn.request("POST", "/slurm/_doc", body=line,
+                         headers={"Content-Type": "application/json"})
+            assert conn.getresponse().status == 201
+            conn.close()
+        hook = install_hook(cfg, short_dir / "hook")
+        env = dict(line.split("=", 1) for line in
+                   (VECTORS / "slurm" / "hooks" / "epilog_ctld_2.env").read_text().splitlines())
+        assert subprocess.run([str(hook)], env=env, timeout=30).returncode == 0
+        assert edge.runtime.drainer.drain(60)
+    finally:
+        edge.stop()
+    got = consume_all(cfg, cfg.topics.raw, 4)
+    by_format = defaultdict(list)
+    for key, rec, _ in got:
+        by_format[rec.format].append((key, rec))
+    assert [r.payload for _, r in by_format["slurm-jobcomp"]] == JOBCOMP
+    [(key, hook_rec)] = by_format["slurm-hook"]
+    assert key == b"testcluster:2" and json.loads(hook_rec.payload)["SLURM_JOB_ID"] == "2"
+
+
+# -- the fault test ----------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def private_kafka(stack_base_cfg: Config, tmp_path: Path) -> Iterator[Config]:
+    """A Kafka of this test alone: the stack's service on free ports and its own run
+    directory, using the broker the shared stack already fetched."""
+    cache = Path(tempfile.mkdtemp(prefix="js-kafka-", dir="/tmp"))
+    cfg = stack_base_cfg.replace(stack={"cache_dir": str(cache), "kafka_port": _free_port(),
+                                        "kafka_controller_port": _free_port()})
+    shared_home = service(stack_base_cfg, "kafka").home  # type: ignore[attr-defined]
+    own_home = service(cfg, "kafka").home  # type: ignore[attr-defined]
+    own_home.parent.mkdir(parents=True, exist_ok=True)
+    own_home.symlink_to(shared_home)
+    start_service(cfg, "kafka")
+    try:
+        yield cfg.replace(kafka={"bootstrap": f"127.0.0.1:{cfg.stack.kafka_port}"},
+                          topics={"raw": f"hpc.jobs.raw.fault{os.getpid()}"},
+                          edge={"spool_dir": str(tmp_path / "spool")})
+    finally:
+        stop_service(cfg, "kafka")
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def _edge_env(cfg: Config) -> dict[str, str]:
+    return {**os.environ, "JOBSTREAM_KAFKA__BOOTSTRAP": cfg.kafka.bootstrap,
+            "JOBSTREAM_TOPICS__RAW": cfg.topics.raw, "JOBSTREAM_CLUSTER": cfg.cluster,
+            "JOBSTREAM_EDGE__SPOOL_DIR": cfg.edge.spool_dir, "JOBSTREAM_CONFIG": "/dev/null"}
+
+
+def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _depth(path: Path) -> int:
+    if not path.exists():
+        return 0
+    try:
+        with Spool(path, readonly=True) as spool:
+            return spool.depth()
+    except Exception:
+        return 0
+
+
+def test_kafka_down_edge_killed_restarted_then_kafka_back_loses_nothing(
+        private_kafka: Config) -> None:
+    cfg = private_kafka
+    stop_service(cfg, "kafka")
+    cmd = [str(Path(sys.executable).parent / "jobstream"), "edge", "flux", "--recorded",
+           str(LIVE), "--interval", "0.01"]
+    spool_path = Path(cfg.edge.spool_dir) / "flux.db"
+    first = subprocess.Popen(cmd, env=_edge_env(cfg))
+    _wait(lambda: _depth(spool_path) >= 100, 120, "100 spooled records")
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    killed_at = _depth(spool_path)
+    assert killed_at >= 100
+    second = subprocess.Popen(cmd, env=_edge_env(cfg))
+    try:
+        _wait(lambda: _depth(spool_path) > killed_at, 120, "the restarted edge to spool")
+        start_service(cfg, "kafka")
+        assert second.wait(timeout=300) == 0
+    finally:
+        if second.poll() is None:
+            second.kill()
+    expected = responses(LIVE)
+    got = consume_all(cfg, cfg.topics.raw, len(expected))
+    check_keyed_and_ordered(got, expected, cfg.cluster)
+    assert _depth(spool_path) == 0
+
