@@ -1,10 +1,11 @@
 """Fixtures shared by all tests: the real local stack, isolated names per test, clients.
 
 The stack (real Kafka and Elasticsearch, ``pipeline.stack``) starts once per session, on
-first use, and only for tests that ask for it; a stack already up is reused and left up.
-What the session started it stops at the end (``JOBSTREAM_TEST_KEEP_STACK=1`` keeps it).
-Under ``CI=true`` a stack that cannot start fails the run; elsewhere such tests skip with
-the reason.
+first use, and only for tests that ask for it; a stack already up is reused. The session
+leaves it running: other test sessions on the machine may be using it, and the next run
+starts faster. ``./run test`` (and so CI) stops at its end whatever was not running before
+it; ``jobstream stack down`` stops it by hand. Under ``CI=true`` a stack that cannot start
+fails the run; elsewhere such tests skip with the reason.
 
 Per test, ``stack_cfg`` is a Config pointing at the stack whose topic names, index prefix,
 Faust app id and state directories are the test's own; its topics, indices and index
@@ -28,7 +29,7 @@ from elasticsearch import Elasticsearch
 
 from pipeline.config import Config, load_config
 from pipeline.errors import ServiceError
-from pipeline.stack import StackInfo, ensure_up, stop
+from pipeline.stack import StackInfo, ensure_up
 
 _INTEGRATION_DIR = Path(__file__).parent / "integration"
 
@@ -51,7 +52,7 @@ def base_config() -> Config:
 
 
 @pytest.fixture(scope="session")
-def stack(base_config: Config) -> Iterator[StackInfo]:
+def stack(base_config: Config) -> StackInfo:
     """The running local stack (started now if needed)."""
     try:
         info = ensure_up(base_config)
@@ -64,9 +65,7 @@ def stack(base_config: Config) -> Iterator[StackInfo]:
         if in_ci():
             pytest.fail(f"the local stack must run under CI, but: {error}", pytrace=False)
         pytest.skip(f"local stack unavailable: {error}")
-    yield info
-    if info.started and os.environ.get("JOBSTREAM_TEST_KEEP_STACK", "") not in ("1", "true"):
-        stop(base_config, services=info.started)
+    return info
 
 
 @pytest.fixture(scope="session")
