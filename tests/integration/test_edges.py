@@ -245,3 +245,42 @@ def test_kafka_down_edge_killed_restarted_then_kafka_back_loses_nothing(
     check_keyed_and_ordered(got, expected, cfg.cluster)
     assert _depth(spool_path) == 0
 
+
+
+# -- jobstream publish and edge status ----------------------------------------------------
+
+
+def _jobstream(cfg: Config, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(Path(sys.executable).parent / "jobstream"), *args],
+                          env=_edge_env(cfg) | {"JOBSTREAM_TOPICS__DLQ": cfg.topics.dlq},
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_publish_keys_records_by_job_and_sends_bad_ones_to_the_dlq(stack_cfg: Config,
+                                                                    tmp_path: Path) -> None:
+    cfg = stack_cfg.replace(cluster="testcluster")
+    src = tmp_path / "jobcomp.jsonl"
+    src.write_bytes(JOBCOMP[0] + b"\n{not json\n" + JOBCOMP[1] + b"\n")
+    proc = _jobstream(cfg, "publish", "--format", "slurm-jobcomp", "--no-progress", str(src))
+    assert proc.returncode == 1, proc.stderr
+    assert f"{src}:2: " in proc.stderr
+    got = consume_all(cfg, cfg.topics.raw, 2)
+    assert [(k, r.payload, r.format) for k, r, _ in got] == [
+        (b"testcluster:2", JOBCOMP[0], "slurm-jobcomp"),
+        (b"testcluster:10", JOBCOMP[1], "slurm-jobcomp")]
+    consumer = Consumer(cfg.librdkafka(**{"group.id": f"dlq-{time.time_ns()}",
+                                          "auto.offset.reset": "earliest"}))
+    consumer.subscribe([cfg.topics.dlq])
+    try:
+        msg = None
+        deadline = time.monotonic() + 60
+        while msg is None and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and not m.error():
+                msg = m
+    finally:
+        consumer.close()
+    assert msg is not None and msg.value() == b"{not json"
+    headers = dict(msg.headers() or [])
+    assert headers["stage"] == b"publish" and headers["reason"]
+
