@@ -1,0 +1,221 @@
+"""The Elasticsearch sink against the real local Kafka and Elasticsearch.
+
+Records are Avro-encoded JobState / JobEvent / QueueSnapshot values on the test's own
+topics; the sink writes the test's own indices (``stack_cfg`` isolates both).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from elasticsearch import Elasticsearch
+from sink_feed import (
+    NOV_2026,
+    Feed,
+    all_docs,
+    committed,
+    create_topics,
+    end_offsets,
+    event_doc,
+    index_of,
+    job_doc,
+    read_dlq,
+    run_sink,
+    snapshot_doc,
+    uncommitted,
+)
+
+from pipeline.config import Config
+from pipeline.sink.names import Family, alias_name
+from pipeline.sink.runner import SinkRunner
+
+
+@pytest.fixture
+def cfg(stack_cfg: Config) -> Config:
+    create_topics(stack_cfg)
+    return stack_cfg.replace(sink={"flush_interval_s": 0.2, "max_batch": 200})
+
+
+def drain(cfg: Config, **kwargs: Any) -> SinkRunner:
+    """Run a sink until it has committed everything on its topics."""
+    runner = SinkRunner(cfg, **kwargs)
+    run_sink(runner, lambda _: uncommitted(cfg) == 0)
+    return runner
+
+
+def aliases(cfg: Config) -> tuple[str, str, str]:
+    p = cfg.elasticsearch.index_prefix
+    return (alias_name(p, Family.JOBS), alias_name(p, Family.EVENTS),
+            alias_name(p, Family.SNAPSHOTS))
+
+
+def test_states_events_and_snapshots_become_documents(cfg: Config, es: Elasticsearch) -> None:
+    jobs_alias, events_alias, snaps_alias = aliases(cfg)
+    feed = Feed(cfg)
+    jobs = range(60)
+    # Phase 1: every job's first revision; a third of the jobs do not know their submit
+    # time yet (they wait in the undated index).
+    for n in jobs:
+        feed.state(job_doc(n, 1, dated=n % 3 != 0))
+    feed.flush()
+    drain(cfg)
+    first = index_of(es, jobs_alias)
+    assert sum(name.endswith("-undated") for name in first.values()) == 20
+    # Phase 2: later revisions (all dated), events with duplicates, snapshots.
+    for n in jobs:
+        feed.state(job_doc(n, 2))
+        feed.state(job_doc(n, 3))
+        for k in range(3):
+            feed.event(event_doc(n, k))
+    for n in jobs[:10]:
+        feed.event(event_doc(n, 1))  # redelivered
+    for k in range(4):
+        feed.snapshot(snapshot_doc(k))
+    feed.snapshot(snapshot_doc(3))
+    feed.flush()
+    runner = drain(cfg)
+
+    docs = all_docs(es, jobs_alias)
+    assert set(docs) == {f"c1:{n}" for n in jobs}
+    for n in jobs:
+        assert docs[f"c1:{n}"] == feed.indexed(job_doc(n, 3))
+    # a job lives in the month of its submit time, and nowhere else
+    where = index_of(es, jobs_alias)
+    for n in jobs:
+        month = "2026.10" if n % 2 else "2026.11"
+        assert where[f"c1:{n}"] == f"{cfg.elasticsearch.index_prefix}hpc-jobs-v1-{month}"
+    events = all_docs(es, events_alias)
+    assert len(events) == 180
+    ev = events["c1-5-1"]
+    assert ev["context"] == {"reason": "None"} and ev["@timestamp"] == round(
+        event_doc(5, 1)["timestamp"] * 1000)
+    snaps = all_docs(es, snaps_alias)
+    assert len(snaps) == 4
+    assert snaps[f"c1:batch:w1:{snapshot_doc(2)['timestamp']}"]["running_jobs"] == 4
+    # the duplicates were recognised, not written twice
+    assert runner.stats.duplicates + runner.stats.superseded >= 10
+    assert runner.stats.dead_lettered == 0
+
+
+def test_stale_or_duplicated_state_never_overwrites_newer(cfg: Config,
+                                                          es: Elasticsearch) -> None:
+    jobs_alias = aliases(cfg)[0]
+    feed = Feed(cfg)
+    for n in range(20):
+        feed.state(job_doc(n, 3))
+    feed.flush()
+    drain(cfg)
+    # Older revisions and a same-revision copy with other content arrive afterwards (in
+    # other flushes, so coalescing cannot hide them): Elasticsearch keeps revision 3.
+    for n in range(20):
+        feed.state(job_doc(n, 1))
+        feed.state(job_doc(n, 2))
+        feed.state(job_doc(n, 3, state="running", job_name="impostor"))
+    feed.flush()
+    runner = drain(cfg)
+    docs = all_docs(es, jobs_alias)
+    assert {d["revision"] for d in docs.values()} == {3}
+    assert {d["job_name"] for d in docs.values()} == {f"job{n}" for n in range(20)}
+    assert runner.stats.written == 0
+    assert runner.stats.duplicates + runner.stats.superseded == 60
+
+
+def test_coalescing_writes_each_job_once_per_flush(cfg: Config, es: Elasticsearch) -> None:
+    feed = Feed(cfg)
+    for n in range(50):
+        for rev in (1, 2, 3):
+            feed.state(job_doc(n, rev))
+    feed.flush()
+    runner = drain(cfg.replace(sink={"max_batch": 5000, "flush_interval_s": 2.0}))
+    assert runner.stats.records == 150
+    # every flush wrote at most one document per job
+    assert runner.stats.written + runner.stats.superseded == 150
+    assert runner.stats.written <= 50 * runner.stats.flushes
+    docs = all_docs(es, aliases(cfg)[0])
+    assert {d["revision"] for d in docs.values()} == {3}
+
+
+def test_rejected_and_undecodable_records_go_to_the_dlq(cfg: Config,
+                                                        es: Elasticsearch) -> None:
+    feed = Feed(cfg)
+    feed.state(job_doc(1, 3))
+    # Elasticsearch refuses this one for its content: a run interval that ends before it
+    # starts (clock skew between sources) is not a valid date_range.
+    bad = job_doc(2, 3, run_interval={"gte": NOV_2026, "lt": NOV_2026 - 1000})
+    bad_value = feed.codecs["state"].encode(bad)
+    feed.raw(cfg.topics.state, "c1:2", bad_value)
+    feed.raw(cfg.topics.events, "c1:3", b"not avro at all")
+    feed.event(event_doc(4, 0) | {"context": "[1, 2]"})
+    feed.state(job_doc(5, 3))
+    feed.flush()
+    runner = drain(cfg)
+
+    assert set(all_docs(es, aliases(cfg)[0])) == {"c1:1", "c1:5"}
+    assert runner.stats.dead_lettered == 3
+    dlq = {m.key(): m for m in read_dlq(cfg, 3)}
+    assert set(dlq) == {b"c1:2", b"c1:3", b"c1:4"}
+    for msg in dlq.values():
+        headers = {k: v.decode() for k, v in msg.headers() or []}
+        assert headers["stage"] == "sink" and headers["error"]
+        assert headers["origin"].startswith((cfg.topics.state, cfg.topics.events))
+    rejected = {k: v.decode() for k, v in dlq[b"c1:2"].headers() or []}
+    assert rejected["reason"] == "document_parsing_exception"
+    assert "min value" in rejected["error"]
+    assert dlq[b"c1:2"].value() == bad_value  # the original bytes, untouched
+    assert dict(dlq[b"c1:3"].headers() or [])["reason"] == b"not-avro"
+    assert dlq[b"c1:3"].value() == b"not avro at all"
+    assert dict(dlq[b"c1:4"].headers() or [])["reason"] == b"bad_json"
+    # and everything was committed: the stream went on past the bad records
+    assert committed(cfg, cfg.topics.state) == end_offsets(cfg, cfg.topics.state)
+
+
+def test_tombstones_write_nothing(cfg: Config, es: Elasticsearch) -> None:
+    feed = Feed(cfg)
+    feed.state(job_doc(1, 3))
+    feed.raw(cfg.topics.state, "c1:1", None)  # the job aged out of the compacted topic
+    feed.flush()
+    runner = drain(cfg)
+    assert runner.stats.tombstones == 1
+    assert set(all_docs(es, aliases(cfg)[0])) == {"c1:1"}
+
+
+def test_a_replay_generation_stays_out_of_the_aliases_until_swapped(
+        cfg: Config, es: Elasticsearch) -> None:
+    from pipeline.sink.templates import swap_aliases
+
+    jobs_alias = aliases(cfg)[0]
+    feed = Feed(cfg)
+    for n in range(10):
+        feed.state(job_doc(n, 2))
+    feed.flush()
+    drain(cfg)  # follows the aliases: none yet, so it writes v1 and makes it live
+    replay = cfg.replace(worker={"app_id": cfg.worker.app_id + "-replay"})
+    for n in range(10):
+        feed.state(job_doc(n, 3))
+    feed.flush()
+    drain(replay, generation="v2")
+    assert {d["revision"] for d in all_docs(es, jobs_alias).values()} == {2}
+    swap_aliases(es, cfg.elasticsearch.index_prefix, "v1", "v2")
+    assert {d["revision"] for d in all_docs(es, jobs_alias).values()} == {3}
+    assert set(index_of(es, jobs_alias).values()) <= {
+        f"{cfg.elasticsearch.index_prefix}hpc-jobs-v2-{m}" for m in ("2026.10", "2026.11")}
+
+
+
+def test_many_jobs_shuffled_across_partitions(cfg: Config, es: Elasticsearch) -> None:
+    """Per-job order is kept by the key; jobs interleave arbitrarily across partitions."""
+    rng = random.Random(7)
+    feed = Feed(cfg)
+    queues = {n: [job_doc(n, r) for r in (1, 2, 3)] for n in range(300)}
+    while queues:
+        n = rng.choice(list(queues))
+        feed.state(queues[n].pop(0))
+        if not queues[n]:
+            del queues[n]
+    feed.flush()
+    drain(cfg)
+    docs = all_docs(es, aliases(cfg)[0])
+    assert len(docs) == 300
+    assert all(d == feed.indexed(job_doc(int(d["job_id"]), 3)) for d in docs.values())
