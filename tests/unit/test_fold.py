@@ -68,7 +68,7 @@ def test_document_has_every_field_of_the_job_state_schema() -> None:
     schema = {f["name"] for f in load_schema("JobState").current["fields"]}
     doc = one(flux_life())
     assert list(doc) == list(DOC_FIELDS)
-    assert set(DOC_FIELDS) - {"incarnation"} == schema
+    assert set(DOC_FIELDS) == schema
 
 
 def test_document_is_json_and_times_are_epoch_milliseconds() -> None:
@@ -350,14 +350,17 @@ def test_slurm_sources_merge_into_one_document_the_end_record_winning() -> None:
         sev("end", T0 + 70, {**IDENT, "t_submit": T0, "t_start": T0 + 10, "t_end": T0 + 70,
                              "result": "failed", "exit_code": 3, "nodelist": ["vm1"],
                              "nnodes": 1, "ncores": 4, "timelimit_s": 600}),
-        # a late poll that disagrees (a stale or wrong view) must not win over the record
+        # a late poll or epilog hook that disagrees must not win over the final record
         sev("start", T0 + 80, {"t_start": T0 + 11, "ncores": 99}, source="squeue"),
+        sev("end", T0 + 75, {"exit_code": 1, "nodelist": ["vm9"], "t_end": T0 + 75},
+            source="hook"),
     ]
     doc = one(events)
     assert (doc["state"], doc["result"], doc["exit_code"]) == ("done", "failed", 3)
     assert (doc["user"], doc["bank"], doc["queue"], doc["qos"]) == (
         "alice", "physics", "short", "high")
     assert doc["t_start"] == 1_795_000_010_000 and doc["ncores"] == 4
+    assert doc["nodelist"] == ["vm1"] and doc["t_end"] == 1_795_000_070_000
     assert doc["t_alloc"] == doc["t_start"]  # Slurm's start is the allocation
     assert doc["run_s"] == 60.0 and doc["wait_s"] == 10.0 and doc["timelimit_s"] == 600
     assert doc["restart_count"] == 0 and doc["requeue_count"] == 0

@@ -1,0 +1,154 @@
+"""The fold does not depend on the order or duplication of its events (design section 5).
+
+Generated job event sets are deliberately messy: equal timestamps, events with and without
+``seq``, several sources, copies of one ``event_id`` with different content, Slurm submit
+times that split incarnations and runs, requeues, final and non-final ends.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.fold import JobFold, fold
+from pipeline.model import RESULTS, JobEvent, make_event_id
+
+T0 = 1_700_000_000.0
+LATER = T0 + 10**6  # far enough for a reused Slurm job id
+
+FACT_POOL: dict[str, list[Any]] = {
+    "job_name": ["a", "b"], "user": ["u1", "u2"], "uid": [0, 1001], "queue": ["q1", "q2"],
+    "bank": ["b1", "b2"], "timelimit_s": [60, 3600.0], "cores_req": [1, 8],
+    "nnodes": [1, 2], "ncores": [1, 4], "ngpus": [0, 2], "nodelist": [["n1"], ["n1", "n2"]],
+    "exit_code": [0, 1, 143], "signal": [9, 15], "result": sorted(RESULTS),
+    "t_submit": [T0, T0 + 3, LATER], "t_eligible": [T0 + 1, T0 + 4],
+    "t_start": [T0 + 2, T0 + 8, LATER + 2], "t_end": [T0 + 10, T0 + 12, LATER + 9],
+    "restart_count": [0, 1, 2], "expiration": [T0 + 100],
+}
+NAMES = {
+    "flux": ["submit", "validate", "depend", "priority", "urgency", "jobspec-update", "alloc",
+             "prolog-start", "prolog-finish", "start", "exception", "finish", "release",
+             "epilog-start", "epilog-finish", "free", "clean", "memo", "invalidate"],
+    "slurm": ["submit", "eligible", "alloc", "start", "end", "requeue", "preempt"],
+}
+SOURCES = {"flux": ["flux-journal", "flux-eventlog"],
+           "slurm": ["slurm-jobcomp", "slurm-sacct", "slurm-squeue", "slurm-hook"]}
+
+
+def _context(name: str) -> st.SearchStrategy[dict[str, Any]]:
+    if name == "exception":
+        return st.fixed_dictionaries({
+            "type": st.sampled_from(["cancel", "timeout", "oom", "exec", "test"]),
+            "severity": st.integers(0, 2), "note": st.sampled_from(["", "n"])})
+    if name == "priority":
+        return st.fixed_dictionaries({"priority": st.sampled_from([0, 16])})
+    if name == "finish":
+        return st.fixed_dictionaries({"status": st.sampled_from([0, 256, 9, 36608])})
+    return st.just({})
+
+
+facts_strategy = st.lists(st.sampled_from(sorted(FACT_POOL)), unique=True, max_size=5).flatmap(
+    lambda keys: st.fixed_dictionaries({k: st.sampled_from(FACT_POOL[k]) for k in keys}))
+
+
+@st.composite
+def job_events(draw: st.DrawFn) -> list[JobEvent]:
+    sched = draw(st.sampled_from(["flux", "slurm"]))
+    jobs = draw(st.lists(st.sampled_from(["1", "2"]), min_size=1, max_size=2, unique=True))
+    events = []
+    for _ in range(draw(st.integers(1, 14))):
+        job = draw(st.sampled_from(jobs))
+        name = draw(st.sampled_from(NAMES[sched]))
+        base = draw(st.sampled_from([T0, LATER])) if sched == "slurm" else T0
+        t = base + draw(st.integers(0, 6)) / draw(st.sampled_from([1, 2]))
+        source = draw(st.sampled_from(SOURCES[sched]))
+        seq = draw(st.none() | st.integers(0, 5)) if sched == "flux" else None
+        # a small pool of shared ids: copies of one event with different content
+        eid = draw(st.sampled_from(["", "x0", "x1"]))
+        events.append(JobEvent(
+            cluster="c", scheduler=sched, job_id=job, event=name,  # type: ignore[arg-type]
+            timestamp=t, source=source,
+            event_id=eid or make_event_id("c", sched, job, name, t, source), seq=seq,
+            context=draw(_context(name)), facts=draw(facts_strategy),
+            job_id_f58=f"f{job}" if sched == "flux" else None,
+            jobspec={"attributes": {}} if draw(st.booleans()) else None,
+        ))
+    return events
+
+
+@st.composite
+def tied_events(draw: st.DrawFn) -> list[JobEvent]:
+    """Many sources stating conflicting facts about one job at a few instants: only the
+    tie-breaks of the total order decide between them."""
+    sched = draw(st.sampled_from(["flux", "slurm"]))
+    events = []
+    for _ in range(draw(st.integers(2, 8))):
+        name = draw(st.sampled_from(["submit", "start", "end", "alloc"]))
+        t = T0 + draw(st.integers(0, 1))
+        source = draw(st.sampled_from(SOURCES[sched]))
+        facts = draw(st.fixed_dictionaries({}, optional={
+            "queue": st.sampled_from(["q1", "q2"]), "exit_code": st.sampled_from([0, 1]),
+            "result": st.sampled_from(["completed", "failed"]),
+            "t_submit": st.sampled_from([T0, T0 + 1])}))
+        events.append(JobEvent(
+            cluster="c", scheduler=sched, job_id="1", event=name,  # type: ignore[arg-type]
+            timestamp=t, source=source, seq=None, facts=facts,
+            event_id=make_event_id("c", sched, "1", name, t, source)))
+    return events
+
+
+any_events = st.one_of(job_events(), tied_events())
+
+
+def _canon(docs: list[dict[str, Any]]) -> str:
+    return json.dumps(docs, sort_keys=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(any_events, st.data())
+def test_any_permutation_and_duplication_gives_the_same_documents(
+        events: list[JobEvent], data: st.DataObject) -> None:
+    expected = _canon(fold(events))
+    shuffled = data.draw(st.permutations(events))
+    extra = data.draw(st.lists(st.sampled_from(events), max_size=10))
+    mixed = data.draw(st.permutations([*shuffled, *extra]))
+    assert _canon(fold(mixed)) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(any_events, st.data())
+def test_incremental_fold_equals_fold_in_any_insertion_order(
+        events: list[JobEvent], data: st.DataObject) -> None:
+    order = data.draw(st.permutations(events + events[:2]))
+    cut = data.draw(st.integers(0, len(order)))
+    folds: dict[str, JobFold] = {}
+    for i, ev in enumerate(order):
+        if i == cut:  # a worker restart: the state goes through its JSON form
+            folds = {k: JobFold.from_dict(json.loads(json.dumps(jf.to_dict())))
+                     for k, jf in folds.items()}
+        folds.setdefault(ev.key, JobFold()).add(ev)
+    incremental = sorted((d for jf in folds.values() for d in jf.documents()),
+                         key=lambda d: (d["cluster"], d["job_id"], d["incarnation"]))
+    expected = sorted(fold(events), key=lambda d: (d["cluster"], d["job_id"], d["incarnation"]))
+    assert _canon(incremental) == _canon(expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(any_events, st.data())
+def test_revision_never_decreases_as_events_arrive(events: list[JobEvent],
+                                                   data: st.DataObject) -> None:
+    order = data.draw(st.permutations(events + events[:3]))
+    folds: dict[str, JobFold] = {}
+    last: dict[str, int] = {}
+    for ev in order:
+        jf = folds.setdefault(ev.key, JobFold())
+        added = jf.add(ev)
+        docs = jf.documents()
+        revisions = {d["revision"] for d in docs}
+        assert revisions == {jf.revision}
+        before = last.get(ev.key, 0)
+        assert jf.revision > before if added else jf.revision == before
+        last[ev.key] = jf.revision
