@@ -195,10 +195,12 @@ def _event_facts(name: str, context: Mapping[str, Any], where: str) -> dict[str,
         return jobspec_update_facts(context)
     if name == "resource-update" and "expiration" in context:
         expiration = context["expiration"]
-        if (isinstance(expiration, bool) or not isinstance(expiration, int | float)
-                or not 0 <= expiration < math.inf):
-            raise ParseError("bad-type", f"{where}.context.expiration must be a number >= 0, "
-                             f"not {expiration!r}")
+        if isinstance(expiration, bool) or not isinstance(expiration, int | float):
+            raise ParseError("bad-type", f"{where}.context.expiration must be a number, "
+                             f"not {type(expiration).__name__}")
+        if not 0 <= expiration < math.inf:
+            raise ParseError("bad-value", f"{where}.context.expiration {expiration!r} is "
+                             "not a time")
         return {"expiration": expiration} if expiration else {}
     return {}
 

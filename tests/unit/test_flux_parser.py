@@ -655,6 +655,8 @@ class TestMalformed:
         (_event(name="exception", context={"type": 1, "severity": 0}), "bad-type", "type"),
         (_event(name="resource-update", context={"expiration": "soon"}), "bad-type",
          "expiration"),
+        (_event(name="resource-update", context={"expiration": -5}), "bad-value",
+         "expiration"),
         (_event(name="jobspec-update", context={"attributes.system.queue": 3}), "bad-jobspec",
          "jobspec-update"),
     ])
