@@ -30,11 +30,13 @@ def up(ctx: click.Context, fresh: bool, services: tuple[str, ...]) -> None:
     """Start the services (all by default) and wait until they answer."""
     cfg = get_config(ctx)
     info = ensure_up(cfg, fresh=fresh, console=Console(stderr=True), services=services)
+    where = {"kafka": f"Kafka {info.kafka_bootstrap}",
+             "elasticsearch": f"Elasticsearch {info.elasticsearch_url}"}
+    shown = ", ".join(where[name] for name in (services or SERVICES))
     if not info.started:
-        click.echo("stack already up: nothing to do")
+        click.echo(f"stack already up, nothing to do: {shown}")
     else:
-        click.echo(f"stack up: Kafka {info.kafka_bootstrap}, "
-                   f"Elasticsearch {info.elasticsearch_url}")
+        click.echo(f"stack up ({', '.join(info.started)} started): {shown}")
 
 
 @stack.command("down")

@@ -189,7 +189,7 @@ class ElasticsearchService(Service):
         else:
             env.update(settings)
         self.pidfile.unlink(missing_ok=True)
-        with (self.run_dir / "launcher.out").open("ab") as out:
+        with (self.run_dir / "launcher.out").open("wb") as out:
             return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, env=env, cwd=self.run_dir,
                                     start_new_session=True)

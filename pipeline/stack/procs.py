@@ -140,11 +140,14 @@ def port_answers(port: int, host: str = "127.0.0.1", timeout: float = 1.0) -> bo
         return False
 
 
-def tail(paths: Iterator[Path] | list[Path], lines: int = 25) -> str:
-    """The last ``lines`` lines of each existing file, headed by its path."""
+def tail(paths: Iterator[Path] | list[Path], lines: int = 20, since: float = 0.0) -> str:
+    """The last ``lines`` lines of each existing file modified at or after ``since`` (epoch
+    seconds), headed by its path."""
     out: list[str] = []
     for path in paths:
         try:
+            if path.stat().st_mtime < since:
+                continue  # a log of an earlier run says nothing about this one
             text = path.read_text(errors="replace").splitlines()
         except OSError:
             continue

@@ -62,6 +62,8 @@ class Service(ABC):
         self.logs_dir = self.run_dir / "logs"
         self.pidfile = self.run_dir / f"{self.name}.pid"
         self.metafile = self.run_dir / "running.json"
+        #: when this object last launched the service (only that run's logs are shown)
+        self._launched_at = 0.0
 
     # -- what subclasses say -------------------------------------------------------------
 
@@ -131,6 +133,7 @@ class Service(ABC):
             ui.note(f"[green]✓[/] fetched {self.title} {self.version} "
                     f"({time.monotonic() - started:.0f} s)")
         self.prepare()
+        self._launched_at = time.time()
         launcher = self.launch()
         procs.remember_child(launcher)
         self._wait_ready(launcher, ui, "Starting")
@@ -150,17 +153,20 @@ class Service(ABC):
                     self.process() is None
                 if failed or gone:
                     self._abort(launcher)
-                    raise ServiceError(f"{self.title} exited while starting; "
-                                       f"{procs.tail(self.log_files())}")
+                    raise ServiceError(f"{self.title} exited while starting; last log lines:\n"
+                                       f"{self._log_tail()}")
                 if time.monotonic() > deadline:
                     self._abort(launcher)
                     raise ServiceError(
                         f"{self.title} did not become ready within {self.ready_timeout:.0f} s "
-                        f"on {self.address}; {procs.tail(self.log_files())}")
+                        f"on {self.address}; last log lines:\n{self._log_tail()}")
                 progress("waiting for it to answer")
                 time.sleep(0.5)
         ui.note(f"[green]✓[/] {self.title} {self.version} ready on {self.address} "
                 f"({time.monotonic() - started:.1f} s)")
+
+    def _log_tail(self) -> str:
+        return procs.tail(self.log_files(), since=self._launched_at - 1.0)
 
     def _abort(self, launcher: subprocess.Popen[bytes] | None) -> None:
         proc = self.process()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -151,3 +152,12 @@ def test_tail_shows_the_last_lines(tmp_path: Path) -> None:
     log.write_text("".join(f"line {n}\n" for n in range(100)))
     text = tail([log, tmp_path / "absent.log"], lines=3)
     assert text.splitlines() == [f"--- {log} (last 3 lines)", "line 97", "line 98", "line 99"]
+
+
+def test_tail_skips_logs_of_earlier_runs(tmp_path: Path) -> None:
+    old, new = tmp_path / "old.log", tmp_path / "new.log"
+    old.write_text("from the last run\n")
+    new.write_text("from this run\n")
+    os.utime(old, (1_000_000, 1_000_000))
+    assert tail([old, new], since=2_000_000).splitlines() == [
+        f"--- {new} (last 1 lines)", "from this run"]
