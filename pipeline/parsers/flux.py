@@ -330,10 +330,38 @@ def _eventlog_entries(value: Any) -> tuple[list[Any], list[_Doc]]:
     return [doc.value for doc in docs], docs
 
 
+def _bare_eventlog() -> ParseError:
+    return ParseError("missing-field", "this is a bare eventlog, which does not name its job: "
+                      "pass the job id with --id (and its jobspec and R with --jobspec and --R)")
+
+
+def _is_entry(value: Any) -> bool:
+    return isinstance(value, dict) and "timestamp" in value and "name" in value
+
+
+def _is_bare_eventlog(payload: bytes | str) -> bool:
+    """Whether ``payload`` is RFC 18 JSON lines (``flux job eventlog --format=json``)
+    rather than a record: its first line is an eventlog entry."""
+    text = payload if isinstance(payload, str) else bytes(payload).decode("utf-8", "replace")
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    try:
+        return _is_entry(json.loads(first))
+    except (ValueError, RecursionError):
+        return False
+
+
 def parse_eventlog_record(payload: bytes, *, cluster: str,
                           received_at: float | None = None) -> list[JobEvent]:
     """Events of one job's eventlog record (``flux-eventlog`` format)."""
-    doc = _Doc(payload, "eventlog record")
+    try:
+        doc = _Doc(payload, "eventlog record")
+    except ParseError as exc:
+        if exc.reason == "invalid-json" and _is_bare_eventlog(payload):
+            raise _bare_eventlog() from None
+        raise
+    if _is_entry(doc.value) or (isinstance(doc.value, list) and doc.value
+                                and _is_entry(doc.value[0])):
+        raise _bare_eventlog()
     record = _object(doc)
     for key in ("id", "eventlog"):
         if record.get(key) is None:

@@ -581,6 +581,18 @@ class TestEventlogRecord:
             parse_eventlog_record(json.dumps({"eventlog": LEGACY}).encode(), cluster=CLUSTER)
         assert err.value.reason == "missing-field" and "--id" in err.value.message
 
+    @pytest.mark.parametrize("payload", [
+        LEGACY, LEGACY.splitlines()[0], json.dumps([json.loads(x) for x in LEGACY.splitlines()])])
+    def test_bare_eventlog_asks_for_id(self, payload: str) -> None:
+        with pytest.raises(ParseError) as err:
+            parse_eventlog_record(payload.encode(), cluster=CLUSTER)
+        assert err.value.reason == "missing-field" and "--id" in err.value.message
+
+    def test_other_bad_json_is_not_mistaken_for_an_eventlog(self) -> None:
+        with pytest.raises(ParseError) as err:
+            parse_eventlog_record(b'{"id": 1, "eventlog": [}', cluster=CLUSTER)
+        assert err.value.reason == "invalid-json"
+
     @pytest.mark.parametrize(("args", "reason", "field"), [
         ((LEGACY, "{", None, 1), "invalid-json", "jobspec"),
         ((LEGACY, None, "[1]", 1), "not-an-object", "R"),
