@@ -62,13 +62,15 @@ def align(now: float, interval_s: float) -> float:
 
 def build_snapshots(jobs: Iterable[JobSummary], now: float, worker: str,
                     partitions: Iterable[int], interval_s: float) -> list[dict[str, Any]]:
-    """One snapshot dict (``QueueSnapshot``) per (cluster, queue) with pending or running jobs."""
+    """One snapshot dict (``QueueSnapshot``) per (cluster, queue) this worker tracks jobs of.
+
+    Queues whose jobs are all done still get a snapshot of zeros, so a drained queue reads
+    as empty rather than as its last busy value.
+    """
     stamp = align(now, interval_s)
     parts = sorted(partitions)
     acc: dict[tuple[str, str], dict[str, Any]] = {}
     for job in jobs:
-        if job.state not in ("pending", "running", "completing"):
-            continue
         snap = acc.get((job.cluster, job.queue))
         if snap is None:
             snap = acc[(job.cluster, job.queue)] = {
@@ -89,7 +91,7 @@ def build_snapshots(jobs: Iterable[JobSummary], now: float, worker: str,
             if job.t_submit_ms is not None:
                 age = max(stamp - job.t_submit_ms / 1000.0, 0.0)
                 snap["oldest_pending_age_s"] = max(snap["oldest_pending_age_s"], age)
-        else:
+        elif job.state in ("running", "completing"):
             snap["running_jobs"] += 1
             snap["running_cores"] += job.cores
             snap["running_gpus"] += job.gpus

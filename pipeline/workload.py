@@ -301,7 +301,7 @@ class Workload:
             "cpu_hours": cores * (t_end - t_start) / 3600 if started else 0.0,
             "@submit": _iso(t_submit), "@eligible": _iso(t_submit),
             "@queue_wait": t_start - t_submit, "work_dir": f"/home/{user}/{name}",
-            "cluster": cluster, "qos": qos, "time_limit": limit_min, "job_name": name,
+            "cluster": cluster, "qos": qos, "time_limit": limit_min * 60, "job_name": name,
             "tres_req": tres_req, "account": bank,
             "script": f"#!/bin/bash\nsrun {name}\n",
         }

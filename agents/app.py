@@ -1,0 +1,103 @@
+"""The Faust app: built from the configuration, nothing runs at import.
+
+Topology (two stages, so that the state table is partitioned by *job*, whatever key or
+partitioner the producers of the raw topic used)::
+
+    hpc.jobs.raw ──normalize──> <app>-canonical (keyed cluster:job_id) ──jobs──> hpc.jobs.events
+                     │                                    ▲   │   (table)    └─> hpc.jobs.state
+                     └─> hpc.jobs.dlq                      │   └─ timers ─────> hpc.queue.snapshots
+                                                 expiry ───┘
+
+Both agents run with concurrency 1 (faust-streaming #606: a higher concurrency can commit
+past an in-flight event and lose it on a crash); scale comes from partitions and workers.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import faust
+
+from pipeline.anonymize import Anonymizer
+from pipeline.config import Config
+from pipeline.enrich import Enricher
+from pipeline.wire import Wire
+
+__all__ = ["Worker", "create_app"]
+
+
+@dataclass
+class Worker:
+    """The app with the topics, table and stage objects its agents share."""
+
+    cfg: Config
+    app: faust.App
+    name: str
+    raw: Any
+    canonical: Any
+    events: Any
+    state: Any
+    snapshots: Any
+    dlq: Any
+    jobs: Any
+    anonymizer: Anonymizer
+    enricher: Enricher
+    wire: Wire
+
+
+def _broker_urls(bootstrap: str) -> list[str]:
+    return [f"kafka://{host.strip()}" for host in bootstrap.split(",") if host.strip()]
+
+
+def create_app(cfg: Config, *, name: str | None = None) -> Worker:
+    """Build the worker's Faust app from ``cfg`` and register its agents, table and timers."""
+    from agents import jobs, normalize  # the stage modules register themselves on the app
+
+    store_dir = cfg.worker.store_dir or str(Path(cfg.stack.cache_dir) / "worker-store")
+    worker_name = name or f"{socket.gethostname()}:{cfg.worker.web_port}"
+    app = faust.App(
+        cfg.worker.app_id,
+        broker=_broker_urls(cfg.kafka.bootstrap),
+        store="rocksdb://",
+        datadir=store_dir,
+        autodiscover=False,
+        origin="agents",
+        topic_partitions=cfg.kafka.partitions,
+        topic_replication_factor=1,
+        processing_guarantee="at_least_once",
+        consumer_auto_offset_reset="earliest",
+        web_port=cfg.worker.web_port,
+        web_bind="0.0.0.0",  # noqa: S104 - table routing needs peers to reach us
+        web_host=socket.gethostname(),
+        web_enabled=True,
+        table_standby_replicas=0,
+        # RocksDB's 2 GiB default block cache is far too much for a gateway node
+        store_options={"block_cache_size": 64 * 1024 * 1024},
+        stream_wait_empty=True,
+        producer_acks=-1,
+    )
+    raw_topic = app.topic(cfg.topics.raw, key_serializer="raw", value_serializer="raw")
+    canonical = app.topic(f"{cfg.worker.app_id}-canonical", key_serializer="raw",
+                          value_serializer="raw", partitions=cfg.kafka.partitions,
+                          internal=True)
+
+    def out(topic: str) -> Any:
+        return app.topic(topic, key_serializer="raw", value_serializer="raw")
+
+    # bytes keys are stored raw; values (JobFold.to_dict()) as JSON
+    table = app.Table("jobs", default=None, partitions=cfg.kafka.partitions, key_type=bytes)
+    worker = Worker(
+        cfg=cfg, app=app, name=worker_name, raw=raw_topic, canonical=canonical,
+        events=out(cfg.topics.events), state=out(cfg.topics.state),
+        snapshots=out(cfg.topics.snapshots), dlq=out(cfg.topics.dlq), jobs=table,
+        anonymizer=Anonymizer.from_config(cfg.anonymize.fields, cfg.anonymize.key_file),
+        enricher=Enricher.from_config(cfg.enrich.passwd_file, cfg.enrich.users_file,
+                                      cfg.enrich.topology_file),
+        wire=Wire(cfg),
+    )
+    normalize.register(worker)
+    jobs.register(worker)
+    return worker

@@ -1,0 +1,41 @@
+"""``jobstream worker``: run the Faust agents until stopped."""
+
+from __future__ import annotations
+
+import click
+
+__all__ = ["worker"]
+
+
+@click.command()
+@click.option("--name", default=None, help="Worker name in snapshots (default host:web-port).")
+@click.option("--web-port", type=int, default=None, help="Web port (default worker.web_port).")
+@click.option("--store-dir", default=None, help="RocksDB store (default worker.store_dir).")
+@click.option("--loglevel", default="warning", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"]))
+@click.pass_context
+def worker(ctx: click.Context, name: str | None, web_port: int | None, store_dir: str | None,
+           loglevel: str) -> None:
+    """Run the stream agents: raw records -> canonical events, job states and snapshots.
+
+    Several workers (on several hosts) with the same worker.app_id share the work by
+    partitions. GET http://<host>:<web-port>/jobs/<cluster>/<job_id> answers a job's current
+    state from whichever worker owns it.
+    """
+    import faust
+
+    from agents.app import create_app
+    from pipeline.cli import get_config
+    from pipeline.topics import ensure_topics
+
+    cfg = get_config(ctx)
+    overrides: dict[str, object] = {}
+    if web_port is not None:
+        overrides["web_port"] = web_port
+    if store_dir is not None:
+        overrides["store_dir"] = store_dir
+    if overrides:
+        cfg = cfg.replace(worker=overrides)
+    ensure_topics(cfg)
+    w = create_app(cfg, name=name)
+    faust.Worker(w.app, loglevel=loglevel, quiet=True).execute_from_commandline()

@@ -1,0 +1,147 @@
+"""Stage 2: canonical events -> per-job state table -> canonical events and job states out.
+
+For every canonical event: fold it into the job's state (the same fold as ``jobstream
+fold``), then enrich, anonymize and emit the event to ``hpc.jobs.events`` and the job's
+document(s) to ``hpc.jobs.state``. A *duplicate* event changes no state but is emitted
+again all the same: after a crash the table (RocksDB, written at once) can be ahead of the
+outputs (flushed at commit), and re-emitting is what makes the outputs catch up. The sink
+is idempotent (events by id, states by revision), so this costs a no-op write, not a
+double count.
+
+Timers: queue snapshots of this worker's partitions every ``worker.snapshot_interval_s``,
+and the expiry of finished jobs after ``worker.done_grace_s`` (a control message through
+the canonical topic, since a table may only change inside its stream).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from pipeline.fold import JobFold
+from pipeline.model import JobEvent
+from pipeline.snapshots import JobSummary, build_snapshots, summarize
+from pipeline.wire import EXPIRE, decode_canonical, encode_control
+
+if TYPE_CHECKING:
+    from agents.app import Worker
+
+__all__ = ["register"]
+
+logger = logging.getLogger(__name__)
+
+
+class ActiveJobs:
+    """In-memory view of this worker's jobs for snapshots and expiry: key -> summary.
+
+    Rebuilt from the table whenever partitions move; updated as states change.
+    """
+
+    def __init__(self) -> None:
+        self.jobs: dict[bytes, tuple[int, JobSummary, float | None]] = {}
+        self.partitions: set[int] = set()
+        self.stale = True
+
+    def update(self, key: bytes, partition: int, summary: JobSummary, now: float) -> None:
+        previous = self.jobs.get(key)
+        done_since = None
+        if summary.state == "done":
+            done_since = previous[2] if previous and previous[2] is not None else now
+        self.jobs[key] = (partition, summary, done_since)
+
+    def expired(self, now: float, grace_s: float) -> list[bytes]:
+        return [k for k, (p, _, done) in self.jobs.items()
+                if done is not None and now - done >= grace_s and p in self.partitions]
+
+
+def register(worker: Worker) -> None:
+    app, table, cfg = worker.app, worker.jobs, worker.cfg
+    active = ActiveJobs()
+
+    def outputs(ev: JobEvent, fold: JobFold) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        event = ev.to_dict()
+        event["facts"] = worker.enricher.facts(event["facts"])
+        docs = [worker.anonymizer.document(worker.enricher.facts(d)) for d in fold.documents()]
+        return worker.anonymizer.event(event), docs
+
+    @app.agent(worker.canonical, name="jobs", concurrency=1)
+    async def jobs(stream):  # type: ignore[no-untyped-def]
+        async for event in stream.events():
+            message = event.message
+            key: bytes = message.key
+            item = decode_canonical(message.value)
+            if item == EXPIRE:
+                state = table.get(key)
+                if state is not None and JobFold.from_dict(state).done:
+                    del table[key]
+                    active.jobs.pop(key, None)
+                    await worker.state.send(key=key, value=None)
+                continue
+            assert isinstance(item, JobEvent)
+            stored = table.get(key)
+            fold = JobFold.from_dict(stored) if stored is not None else JobFold()
+            if fold.add(item):
+                table[key] = fold.to_dict()
+            ev_out, docs = outputs(item, fold)
+            await worker.events.send(key=key, value=worker.wire.encode_event(ev_out))
+            for doc in docs:
+                await worker.state.send(key=key, value=worker.wire.encode_state(doc))
+            if docs:
+                active.update(key, message.partition, summarize(docs[-1]), time.time())
+
+    @app.timer(interval=cfg.worker.snapshot_interval_s)
+    async def queue_snapshots() -> None:
+        assigned = {tp.partition for tp in app.assignor.assigned_actives()
+                    if tp.topic == worker.canonical.get_topic_name()}
+        if assigned != active.partitions or active.stale:
+            _rebuild(active, worker, assigned)
+        jobs = (s for p, s, _ in active.jobs.values() if p in assigned)
+        snaps = build_snapshots(jobs, time.time(), worker.name, assigned,
+                                cfg.worker.snapshot_interval_s)
+        logger.info("queue snapshots: partitions=%s jobs=%d queues=%d", sorted(assigned),
+                    len(active.jobs), len(snaps))
+        for snap in snaps:
+            key = f"{snap['cluster']}:{snap['queue']}".encode()
+            await worker.snapshots.send(key=key, value=worker.wire.encode_snapshot(snap))
+
+    @app.timer(interval=max(cfg.worker.done_grace_s / 4, 1.0))
+    async def expire_done() -> None:
+        for key in active.expired(time.time(), cfg.worker.done_grace_s):
+            await worker.canonical.send(key=key, value=encode_control(EXPIRE))
+
+    @app.page("/jobs/{cluster}/{job_id}")
+    async def job_view(web: Any, request: Any, cluster: str, job_id: str) -> Any:
+        from faust.exceptions import SameNode
+
+        key = f"{cluster}:{job_id}".encode()
+        try:
+            return await app.router.route_req(table.name, key, web, request)
+        except SameNode:
+            pass
+        state = table.get(key)
+        if state is None:
+            return web.json({"error": f"unknown job {cluster}:{job_id}"}, status=404)
+        docs = [worker.anonymizer.document(worker.enricher.facts(d))
+                for d in JobFold.from_dict(state).documents()]
+        return web.json(docs[-1] if len(docs) == 1 else {"incarnations": docs})
+
+
+def _rebuild(active: ActiveJobs, worker: Worker, assigned: set[int]) -> None:
+    """Re-read the summaries of the assigned partitions' jobs from the table.
+
+    The table iterates only the keys of partitions this worker holds, without saying which;
+    the partition is the canonical topic's (same count and partitioner as the changelog).
+    """
+    now = time.time()
+    topic = worker.canonical.get_topic_name()
+    active.jobs = {k: v for k, v in active.jobs.items() if v[0] in assigned}
+    for key, state in worker.jobs.items():
+        if key in active.jobs or state is None:
+            continue
+        docs = JobFold.from_dict(state).documents()
+        if docs:
+            partition = worker.app.producer.key_partition(topic, key).partition
+            active.update(key, partition, summarize(docs[-1]), now)
+    active.partitions = assigned
+    active.stale = False

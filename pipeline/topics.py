@@ -1,0 +1,55 @@
+"""Creating jobstream's topics with the settings each needs (idempotent).
+
+Auto-created topics would get the broker's defaults: one partition and delete-retention,
+which is wrong for the state topic (compacted) and the raw topic (the replay source: kept
+long). Every process that writes calls :func:`ensure_topics` once on start.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from pipeline.config import Config
+from pipeline.errors import ServiceError
+
+__all__ = ["ensure_topics", "topic_specs"]
+
+logger = logging.getLogger(__name__)
+
+
+def topic_specs(cfg: Config) -> dict[str, dict[str, str]]:
+    """Topic name -> its topic configs."""
+    t = cfg.topics
+    return {
+        t.raw: {"retention.ms": "-1"},  # the source of truth for replays
+        t.events: {"retention.ms": str(30 * 86400 * 1000)},
+        t.state: {"cleanup.policy": "compact"},
+        t.snapshots: {"retention.ms": str(7 * 86400 * 1000)},
+        t.dlq: {"retention.ms": str(30 * 86400 * 1000)},
+    }
+
+
+def ensure_topics(cfg: Config, timeout: float = 30.0) -> list[str]:
+    """Create the missing topics of ``cfg``; returns the names created."""
+    admin = AdminClient(cfg.librdkafka())
+    try:
+        existing = set(admin.list_topics(timeout=timeout).topics)
+    except KafkaException as exc:
+        raise ServiceError(f"Kafka at {cfg.kafka.bootstrap} does not answer: {exc}") from exc
+    missing = [NewTopic(name, cfg.kafka.partitions, replication_factor=-1, config=conf)
+               for name, conf in topic_specs(cfg).items() if name not in existing]
+    if not missing:
+        return []
+    created = []
+    for name, future in admin.create_topics(missing, operation_timeout=timeout).items():
+        try:
+            future.result(timeout=timeout)
+            created.append(name)
+        except KafkaException as exc:
+            if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
+                raise ServiceError(f"cannot create topic {name}: {exc}") from exc
+    logger.info("created topics %s", ", ".join(created))
+    return created
