@@ -32,6 +32,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("pipeline.publish", "publish"),
     ("pipeline.fold_cli", "parse"),
     ("pipeline.fold_cli", "fold"),
+    ("agents.cli", "worker"),
 ]
 
 
