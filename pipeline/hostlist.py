@@ -60,25 +60,43 @@ def _split_top(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-def _expand_one(host: str) -> list[str]:
-    m = _BRACKET.search(host)
-    if m is None:
-        if "[" in host or "]" in host:
-            raise ValueError(f"bad hostlist element {host!r}")
-        return [host]
-    head, tail = host[: m.start()], host[m.end():]
-    out: list[str] = []
-    for part in m.group(1).split(","):
+def _ranges(body: str, host: str) -> list[tuple[int, int, int]]:
+    """``"01-03,7"`` -> ``[(1, 3, 2), (7, 7, 1)]``: (first, last, zero-padded width)."""
+    out = []
+    for part in body.split(","):
         lo, sep, hi = part.strip().partition("-")
         if not lo.isdigit() or (sep and not hi.isdigit()):
             raise ValueError(f"bad hostlist range {part!r} in {host!r}")
-        width = len(lo)
         a, b = int(lo), int(hi) if sep else int(lo)
-        if b < a or len(out) + b - a >= MAX_HOSTS:
+        if b < a:
             raise ValueError(f"bad hostlist range {part!r} in {host!r}")
-        for i in range(a, b + 1):
-            out.extend(_expand_one(f"{head}{i:0{width}d}{tail}"))
+        out.append((a, b, len(lo)))
     return out
+
+
+def _expand_one(host: str) -> list[str]:
+    """One element, possibly with several bracket groups (``r[1-2]n[01-04]``)."""
+    pieces: list[str] = []
+    groups: list[list[tuple[int, int, int]]] = []
+    pos = 0
+    for m in _BRACKET.finditer(host):
+        pieces.append(host[pos:m.start()])
+        groups.append(_ranges(m.group(1), host))
+        pos = m.end()
+    tail = host[pos:]
+    if "[" in tail or "]" in tail or any("[" in p or "]" in p for p in pieces):
+        raise ValueError(f"bad hostlist element {host!r}")
+    # Size first: a few short ranges can multiply into billions of names.
+    total = 1
+    for group in groups:
+        total *= sum(b - a + 1 for a, b, _ in group)
+        if total > MAX_HOSTS:
+            raise ValueError(f"hostlist element {host!r} expands past {MAX_HOSTS} hosts")
+    names = [""]
+    for piece, group in zip(pieces, groups, strict=True):
+        names = [f"{n}{piece}{i:0{w}d}" for n in names for a, b, w in group
+                 for i in range(a, b + 1)]
+    return [n + tail for n in names]
 
 
 def expand_hostlist(text: str) -> list[str]:
