@@ -1,4 +1,8 @@
-"""``jobstream edge flux | slurm | status | install-hook``."""
+"""``jobstream edge flux | slurm | status | install-hook``.
+
+The same group runs standalone as ``python -m pipeline.edges ...`` (:mod:`pipeline.edges.__main__`),
+which imports nothing of the other areas: the daemons stay small.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +16,19 @@ from types import FrameType
 
 import click
 
-from pipeline.cli import get_config
+from pipeline.config import Config, load_config
 from pipeline.spool import spool_dir, spool_stats
 
 __all__ = ["edge"]
 
 logger = logging.getLogger(__name__)
+
+
+def get_config(ctx: click.Context) -> Config:
+    """The invocation's config: the root's lazy loader (``jobstream`` or ``python -m
+    pipeline.edges``), else the default lookup."""
+    obj = ctx.find_root().obj
+    return obj.get() if obj is not None else load_config()
 
 
 def _stop_on_signals() -> threading.Event:

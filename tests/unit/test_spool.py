@@ -148,3 +148,24 @@ def test_drainer_deletes_nothing_without_a_kafka_ack(tmp_path: Path) -> None:
     assert drainer.last_error is not None
     assert spool.depth() == 20 and acked == []
     spool.close()
+
+
+def test_concurrent_appends_all_land_once_and_in_order_per_thread(tmp_path: Path) -> None:
+    import threading
+
+    with Spool(tmp_path / "s.db", topic="t") as spool:
+        results: dict[int, list[int]] = {}
+
+        def writer(k: int) -> None:
+            results[k] = [spool.append(b"k%d" % k, b"%d:%d" % (k, i)) for i in range(50)]
+
+        threads = [threading.Thread(target=writer, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        recs = {r.seq: r for r in spool.read(0, 10_000)}
+        assert len(recs) == 400
+        for k, seqs in results.items():
+            assert seqs == sorted(seqs)
+            assert [recs[s].value for s in seqs] == [b"%d:%d" % (k, i) for i in range(50)]
