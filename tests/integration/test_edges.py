@@ -284,3 +284,73 @@ def test_publish_keys_records_by_job_and_sends_bad_ones_to_the_dlq(stack_cfg: Co
     headers = dict(msg.headers() or [])
     assert headers["stage"] == b"publish" and headers["reason"]
 
+
+
+def test_slurm_edge_kafka_down_killed_restarted_loses_nothing(private_kafka: Config,
+                                                              short_dir: Path) -> None:
+    cfg = private_kafka.replace(cluster="testcluster")
+    port = _free_port()
+    sock, drop = short_dir / "hook.sock", short_dir / "drop"
+    env = _edge_env(cfg) | {"JOBSTREAM_EDGE__SLURM__RECEIVER_PORT": str(port),
+                            "JOBSTREAM_EDGE__SLURM__POLLER": "false",
+                            "JOBSTREAM_EDGE__SLURM__HOOK_SOCKET": str(sock),
+                            "JOBSTREAM_EDGE__SLURM__HOOK_DROP_DIR": str(drop),
+                            "JOBSTREAM_EDGE__SLURM__HOOK_SCAN_S": "0.5"}
+    cmd = [sys.executable, "-m", "pipeline.edges", "slurm"]
+    hook = install_hook(cfg.replace(edge={"slurm": {"hook_socket": str(sock),
+                                                    "hook_drop_dir": str(drop)}}),
+                        short_dir / "hook")
+    hook_env = dict(line.split("=", 1) for line in
+                    (VECTORS / "slurm" / "hooks" / "epilog_ctld_2.env").read_text().splitlines())
+
+    def run_hook(n: int) -> None:
+        for i in range(n):
+            e = hook_env | {"SLURM_JOB_ID": str(100 + i), "SLURM_JOBID": str(100 + i)}
+            assert subprocess.run([str(hook)], env=e, timeout=30).returncode == 0
+
+    def post(jobids: range) -> None:
+        import http.client
+        for jobid in jobids:
+            doc = json.loads(JOBCOMP[0])
+            doc["jobid"] = jobid
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("POST", "/slurm/_doc", body=json.dumps(doc).encode())
+            assert conn.getresponse().status == 201
+            conn.close()
+
+    def wait_ready() -> None:
+        _wait(lambda: sock.exists() and _port_open(port), 60, "the edge to listen")
+
+    stop_service(cfg, "kafka")
+    first = subprocess.Popen(cmd, env=env)
+    wait_ready()
+    post(range(1000, 1040))
+    run_hook(5)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    run_hook(5)  # edge down: drop files
+    assert len(list(drop.glob("*.json"))) == 5
+    second = subprocess.Popen(cmd, env=env)
+    try:
+        wait_ready()
+        post(range(1040, 1050))
+        start_service(cfg, "kafka")
+        spool = Path(cfg.edge.spool_dir) / "slurm.db"
+        _wait(lambda: _depth(spool) == 0 and not list(drop.glob("*.json")), 180,
+              "the spool to drain")
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(60)
+    got = consume_all(cfg, cfg.topics.raw, 60)
+    jobcomp = {json.loads(r.payload)["jobid"] for _, r, _ in got if r.format == "slurm-jobcomp"}
+    hooks = [json.loads(r.payload)["SLURM_JOB_ID"] for _, r, _ in got
+             if r.format == "slurm-hook"]
+    assert jobcomp == set(range(1000, 1050))
+    assert sorted(set(hooks)) == [str(100 + i) for i in range(5)] and len(hooks) >= 10
+    assert all(k == f"testcluster:{json.loads(r.payload).get('jobid') or json.loads(r.payload)['SLURM_JOB_ID']}".encode()  # noqa: E501
+               for k, r, _ in got)
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
