@@ -740,8 +740,15 @@ class _Incarnation:
                 doc[name] = bucket[1]
 
 
-def _interval(gte: int, lt: int | None) -> dict[str, int | None]:
-    """An Elasticsearch date_range value; open-ended while the end is unknown."""
+def _interval(gte: int, lt: int | None) -> dict[str, int | None] | None:
+    """An Elasticsearch date_range value; open-ended while the end is unknown.
+
+    None when it is empty (end = start, e.g. a Slurm job started in its submit second):
+    Elasticsearch refuses a range whose exclusive end is its start, and an empty interval
+    overlaps no time bucket anyway.
+    """
+    if lt == gte:
+        return None
     return {"gte": gte, "lt": lt if lt is not None and lt >= gte else None}
 
 
