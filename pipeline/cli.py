@@ -24,7 +24,9 @@ from pipeline.errors import JobstreamError
 
 __all__ = ["main"]
 
-#: (module, attribute) of every command or group added to the top level.
+#: (module, attribute) of every command or group added to the top level; the attribute is
+#: the command's name. Modules are imported only when their command runs (or for
+#: ``--help``), so a daemon such as ``jobstream edge`` does not pay for the others' imports.
 COMMANDS: list[tuple[str, str]] = [
     ("pipeline.sink.cli", "sink"),
     ("pipeline.stack.cli", "stack"),
@@ -37,7 +39,17 @@ COMMANDS: list[tuple[str, str]] = [
 
 
 class JobstreamGroup(click.Group):
-    """A group that prints jobstream errors as one line and exits with their code."""
+    """A group that loads area commands lazily, prints jobstream errors as one line and
+    exits with their code."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *(name for _, name in COMMANDS)})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        for module_name, attr in COMMANDS:
+            if attr == cmd_name:
+                return getattr(importlib.import_module(module_name), attr)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -91,12 +103,3 @@ def config_show(ctx: click.Context) -> None:
     """Print the effective config (file + environment), secrets masked, as JSON."""
     cfg = get_config(ctx)
     click.echo(json.dumps(cfg.masked(), indent=2, default=str))
-
-
-def _register() -> None:
-    for module_name, attr in COMMANDS:
-        module = importlib.import_module(module_name)
-        main.add_command(getattr(module, attr))
-
-
-_register()

@@ -273,11 +273,16 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
         if not name.startswith(ENV_PREFIX) or name == "JOBSTREAM_CONFIG":
             continue
         path = name[len(ENV_PREFIX):].lower().split("__")
+        if path[0] not in _SECTIONS:
+            continue  # JOBSTREAM_* variables of other purposes (tests, scripts) are not ours
         node = out
         for part in path[:-1]:
             node = node.setdefault(part, {})
         node[path[-1]] = value
     return out
+
+
+_SECTIONS = frozenset(f.name for f in dataclasses.fields(Config)) - {"source"}
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
