@@ -28,12 +28,9 @@ class Reporter:
             yield lambda _detail: None
             return
         started = time.monotonic()
-        detail = ""
         with self.console.status(text) as status:
 
-            def update(new: str) -> None:
-                nonlocal detail
-                detail = new
+            def update(detail: str) -> None:
                 status.update(f"{text} [dim]{time.monotonic() - started:.0f} s  {detail}[/]")
 
             yield update
