@@ -1,0 +1,10 @@
+"""Grafana dashboards as code, and the check that runs their queries against Elasticsearch.
+
+* :mod:`~pipeline.dashboards.datasources` -- the provisioned data sources (one per index
+  and time field);
+* :mod:`~pipeline.dashboards.builder`, :mod:`~pipeline.dashboards.overview`,
+  :mod:`~pipeline.dashboards.job` -- the dashboards;
+* :mod:`~pipeline.dashboards.render` -- the files of ``grafana/``;
+* :mod:`~pipeline.dashboards.grafana_query` -- the requests Grafana sends for a target;
+* :mod:`~pipeline.dashboards.fields`, :mod:`~pipeline.dashboards.check` -- the check.
+"""

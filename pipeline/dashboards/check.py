@@ -1,0 +1,390 @@
+"""``jobstream dashboards check``: run every panel's queries against Elasticsearch.
+
+For each panel of the dashboards, each Elasticsearch target is checked twice:
+
+1. against the mapping: every field it uses must exist in its data source's index with a
+   type that suits the use (:mod:`pipeline.dashboards.fields`);
+2. by running it: the request Grafana would send (:mod:`pipeline.dashboards.grafana_query`),
+   all targets of a panel in one ``_msearch`` as Grafana batches them, with template
+   variables set to "All".
+
+A target is *broken* (Elasticsearch answered an error, or the mapping does not fit),
+*empty* (no document, or no value in any bucket) or *ok*. Expression targets are checked
+for the references they make. A panel is broken if any target is, empty if all its
+Elasticsearch targets are, ok otherwise. Query variables are checked like panels.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
+
+from pipeline.dashboards.datasources import (
+    DATASOURCES,
+    MAX_CONCURRENT_SHARD_REQUESTS,
+    DataSource,
+    by_uid,
+)
+from pipeline.dashboards.fields import check_use, field_types, field_uses
+from pipeline.dashboards.grafana_query import (
+    DEFAULT_MAX_DATA_POINTS,
+    QueryError,
+    TimeRange,
+    auto_interval_ms,
+    build_search,
+    parse_duration_ms,
+    substitute,
+    variable_values,
+)
+from pipeline.errors import ServiceError
+
+__all__ = ["Checker", "PanelReport", "Status", "TargetReport", "summarize"]
+
+
+class Status(StrEnum):
+    OK = "ok"
+    EMPTY = "empty"
+    BROKEN = "broken"
+
+
+@dataclass
+class TargetReport:
+    ref_id: str
+    datasource: str
+    status: Status
+    #: short machine word: unknown-field, type-mismatch, unsupported-aggregation,
+    #: missing-index, bad-target, es-error; empty when fine
+    reason: str = ""
+    detail: str = ""
+    #: documents the query matched (None when it did not run)
+    hits: int | None = None
+
+
+@dataclass
+class PanelReport:
+    dashboard: str
+    panel_id: int | None
+    title: str
+    status: Status
+    targets: list[TargetReport] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["status"] = self.status.value
+        for t in out["targets"]:
+            t["status"] = t["status"].value
+        return out
+
+    @property
+    def detail(self) -> str:
+        """One line for people: the first problem, else what was found."""
+        for t in self.targets:
+            if t.status is Status.BROKEN:
+                return f"{t.ref_id}: {t.reason}: {t.detail}"
+        hits = [t.hits for t in self.targets if t.hits is not None]
+        queries = f"{len(hits)} quer{'y' if len(hits) == 1 else 'ies'}"
+        return f"{queries}, {sum(hits)} documents" if hits else "no queries"
+
+
+@dataclass(frozen=True)
+class _Planned:
+    report: TargetReport
+    target: Mapping[str, Any]
+    header: dict[str, Any]
+    body: dict[str, Any]
+
+
+_EXPR_REF = re.compile(r"\$\{?([A-Za-z][\w]*)\}?")
+
+
+class Checker:
+    """Checks dashboards against one Elasticsearch and index prefix.
+
+    ``now_ms`` fixes "now" (tests); panels with a relative time override (``timeFrom``)
+    end at it, as in Grafana.
+    """
+
+    def __init__(self, es: Elasticsearch, *, prefix: str = "",
+                 sources: Sequence[DataSource] = DATASOURCES,
+                 max_data_points: int = DEFAULT_MAX_DATA_POINTS,
+                 now_ms: int | None = None) -> None:
+        self.es = es
+        self.prefix = prefix
+        self.sources = tuple(sources)
+        self.max_data_points = max_data_points
+        self.now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        self._types: dict[str, dict[str, frozenset[str]] | str] = {}
+
+    # -- public
+
+    def check(self, dashboards: Iterable[Mapping[str, Any]], time_range: TimeRange
+              ) -> list[PanelReport]:
+        reports: list[PanelReport] = []
+        for board in dashboards:
+            reports += self.check_dashboard(board, time_range)
+        return reports
+
+    def check_dashboard(self, board: Mapping[str, Any], time_range: TimeRange
+                        ) -> list[PanelReport]:
+        name = str(board.get("title") or board.get("uid") or "?")
+        values = variable_values(board)
+        reports = [self._check_variable(name, var, values, time_range)
+                   for var in board.get("templating", {}).get("list", [])
+                   if var.get("type") == "query"]
+        for panel in _panels(board):
+            if panel.get("targets"):
+                reports.append(self._check_panel(name, panel, values, time_range))
+        return reports
+
+    # -- panels
+
+    def _check_panel(self, board: str, panel: Mapping[str, Any], values: Mapping[str, str],
+                     time_range: TimeRange) -> PanelReport:
+        span = self._panel_range(panel, time_range)
+        refs = {str(t.get("refId")) for t in panel["targets"]}
+        planned: list[_Planned] = []
+        reports: list[TargetReport] = []
+        for raw in panel["targets"]:
+            target = substitute(raw, values)
+            ds_ref = target.get("datasource") or panel.get("datasource") or {}
+            uid = str(ds_ref.get("uid", ""))
+            if ds_ref.get("type") == "__expr__":
+                reports.append(_check_expression(target, refs))
+                continue
+            min_interval = str(panel.get("interval") or "")
+            item = self._plan(str(target.get("refId")), uid, target, span, min_interval)
+            reports.append(item.report if isinstance(item, _Planned) else item)
+            if isinstance(item, _Planned):
+                planned.append(item)
+        self._run(planned)
+        return PanelReport(board, panel.get("id"), str(panel.get("title") or ""),
+                           _panel_status(reports), reports)
+
+    def _check_variable(self, board: str, var: Mapping[str, Any], values: Mapping[str, str],
+                        time_range: TimeRange) -> PanelReport:
+        """A terms variable as Grafana queries it: count by the field's values."""
+        uid = str((var.get("datasource") or {}).get("uid", ""))
+        title = f"variable ${var.get('name')}"
+        try:
+            definition = json.loads(str(var.get("query") or "{}"))
+        except ValueError:
+            definition = {}
+        if not isinstance(definition, dict):
+            definition = {}
+        if definition.get("find") != "terms" or not definition.get("field"):
+            report = TargetReport("var", uid, Status.BROKEN, "bad-target",
+                                  "not a terms variable query ({\"find\": \"terms\", ...})")
+            return PanelReport(board, None, title, Status.BROKEN, [report])
+        target = substitute({
+            "refId": "var", "query": definition.get("query", ""),
+            "metrics": [{"id": "1", "type": "count"}],
+            "bucketAggs": [{"id": "2", "type": "terms", "field": definition["field"],
+                            "settings": {"size": str(definition.get("size", 500)),
+                                         "order": "asc", "orderBy": "_key"}}],
+        }, values)
+        item = self._plan("var", uid, target, time_range, "")
+        if isinstance(item, _Planned):
+            self._run([item])
+            report = item.report
+        else:
+            report = item
+        return PanelReport(board, None, title, _panel_status([report]), [report])
+
+    def _panel_range(self, panel: Mapping[str, Any], time_range: TimeRange) -> TimeRange:
+        relative = panel.get("timeFrom")
+        if not relative:
+            return time_range
+        return TimeRange(self.now_ms - parse_duration_ms(str(relative)), self.now_ms)
+
+    # -- one target
+
+    def _plan(self, ref: str, uid: str, target: Mapping[str, Any], time_range: TimeRange,
+              min_interval: str) -> _Planned | TargetReport:
+        ds = by_uid(uid, self.sources)
+        if ds is None:
+            return TargetReport(ref, uid, Status.BROKEN, "bad-target",
+                                f"unknown data source uid {uid!r}")
+        types = self._field_types(ds)
+        if isinstance(types, str):
+            return TargetReport(ref, uid, Status.BROKEN, "missing-index", types)
+        for use in field_uses(target, ds.time_field):
+            problem = check_use(use, types)
+            if problem is not None:
+                return TargetReport(ref, uid, Status.BROKEN, *problem)
+        try:
+            interval = auto_interval_ms(time_range.span_ms, min_interval or ds.time_interval,
+                                        self.max_data_points)
+            header, body = build_search(target, index=ds.index(self.prefix),
+                                        time_field=ds.time_field, time_range=time_range,
+                                        interval_ms=interval)
+        except QueryError as exc:
+            return TargetReport(ref, uid, Status.BROKEN, "bad-target", str(exc))
+        return _Planned(TargetReport(ref, uid, Status.OK), target, header, body)
+
+    def _field_types(self, ds: DataSource) -> dict[str, frozenset[str]] | str:
+        index = ds.index(self.prefix)
+        if index not in self._types:
+            try:
+                caps = self.es.field_caps(index=index, fields="*")
+            except NotFoundError:
+                self._types[index] = f"index or alias {index!r} does not exist"
+            except TransportError as exc:
+                raise ServiceError(f"Elasticsearch unreachable: {exc}") from exc
+            else:
+                self._types[index] = field_types(caps.body)
+        return self._types[index]
+
+    def _run(self, planned: Sequence[_Planned]) -> None:
+        if not planned:
+            return
+        searches: list[dict[str, Any]] = []
+        for item in planned:
+            searches += [item.header, item.body]
+        try:
+            answer = self.es.msearch(searches=searches,
+                                     max_concurrent_shard_requests=MAX_CONCURRENT_SHARD_REQUESTS)
+        except ApiError as exc:
+            for item in planned:
+                _broken(item.report, *_classify(_error_of(exc.body), str(exc)))
+            return
+        except TransportError as exc:
+            raise ServiceError(f"Elasticsearch unreachable: {exc}") from exc
+        for item, response in zip(planned, answer.body.get("responses", []), strict=True):
+            error = response.get("error")
+            if error:
+                _broken(item.report, *_classify(error, str(error)))
+                continue
+            hits = (response.get("hits") or {}).get("total") or {}
+            item.report.hits = int(hits.get("value", 0)) if isinstance(hits, dict) else int(hits)
+            if not _has_data(item.target, response):
+                item.report.status = Status.EMPTY
+                item.report.detail = "no documents" if not item.report.hits else \
+                    "documents matched, but no value in any bucket"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _panels(board: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    out: list[Mapping[str, Any]] = []
+    for panel in board.get("panels") or []:
+        out.append(panel)
+        out += panel.get("panels") or []  # collapsed rows keep their panels inside
+    return out
+
+
+def _check_expression(target: Mapping[str, Any], refs: set[str]) -> TargetReport:
+    ref = str(target.get("refId"))
+    expression = str(target.get("expression") or "")
+    used = _EXPR_REF.findall(expression)
+    unknown = sorted(set(used) - refs)
+    if not used or unknown:
+        detail = f"unknown query {', '.join(unknown)}" if unknown else "refers to no query"
+        return TargetReport(ref, "__expr__", Status.BROKEN, "bad-target",
+                            f"expression {expression!r}: {detail}")
+    return TargetReport(ref, "__expr__", Status.OK, detail=f"expression {expression}")
+
+
+def _panel_status(reports: Sequence[TargetReport]) -> Status:
+    if any(r.status is Status.BROKEN for r in reports):
+        return Status.BROKEN
+    queried = [r for r in reports if r.datasource != "__expr__"]
+    if queried and all(r.status is Status.EMPTY for r in queried):
+        return Status.EMPTY
+    return Status.OK
+
+
+def _broken(report: TargetReport, reason: str, detail: str) -> None:
+    report.status, report.reason, report.detail = Status.BROKEN, reason, detail
+
+
+def _error_of(body: Any) -> Mapping[str, Any]:
+    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
+        return body["error"]
+    return {}
+
+
+def _classify(error: Any, fallback: str) -> tuple[str, str]:
+    """An Elasticsearch error -> (reason word, its first root cause)."""
+    if not isinstance(error, Mapping):
+        return "es-error", fallback
+    roots = error.get("root_cause")
+    cause: Mapping[str, Any] = error
+    if isinstance(roots, list) and roots and isinstance(roots[0], Mapping):
+        cause = roots[0]
+    else:
+        while isinstance(cause.get("caused_by"), Mapping):
+            cause = cause["caused_by"]
+    etype = str(cause.get("type") or "")
+    text = str(cause.get("reason") or fallback)
+    lowered = text.lower()
+    if etype == "index_not_found_exception":
+        reason = "missing-index"
+    elif "aggregation" in lowered and ("unknown" in lowered or "not supported" not in lowered
+                                       and "parse" in etype) or "script" in lowered:
+        reason = "unsupported-aggregation"
+    elif "fielddata" in lowered or "not supported for aggregation" in lowered \
+            or "of type" in lowered or etype == "number_format_exception":
+        reason = "type-mismatch"
+    else:
+        reason = "es-error"
+    return reason, f"{etype}: {text}" if etype else text
+
+
+def _has_data(target: Mapping[str, Any], response: Mapping[str, Any]) -> bool:
+    metrics = list(target.get("metrics") or [])
+    first = metrics[0].get("type") if metrics else None
+    if first in ("logs", "raw_data", "raw_document"):
+        return bool((response.get("hits") or {}).get("hits"))
+    bucket_ids = [str(b.get("id")) for b in target.get("bucketAggs") or []
+                  if not (b.get("type") == "filters"
+                          and not (b.get("settings") or {}).get("filters"))]
+    return _level_has_data(response.get("aggregations") or {}, bucket_ids, metrics)
+
+
+def _level_has_data(node: Mapping[str, Any], bucket_ids: Sequence[str],
+                    metrics: Sequence[Mapping[str, Any]]) -> bool:
+    if not bucket_ids:
+        return _metrics_have_data(node, metrics)
+    agg = node.get(bucket_ids[0]) or {}
+    buckets = agg.get("buckets") or []
+    if isinstance(buckets, Mapping):
+        buckets = list(buckets.values())
+    return any(b.get("doc_count", 0) > 0 and _level_has_data(b, bucket_ids[1:], metrics)
+               for b in buckets)
+
+
+def _metrics_have_data(bucket: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]]
+                       ) -> bool:
+    for m in metrics:
+        kind = m.get("type")
+        if kind == "count":
+            if bucket.get("doc_count", 0) > 0:
+                return True
+            continue
+        value = bucket.get(str(m.get("id")))
+        if not isinstance(value, Mapping):
+            continue
+        if kind == "percentiles":
+            if any(v is not None for v in (value.get("values") or {}).values()):
+                return True
+        elif kind == "cardinality":
+            if value.get("value"):
+                return True
+        elif value.get("value") is not None or value.get("count"):
+            return True
+    return False
+
+
+def summarize(reports: Sequence[PanelReport]) -> dict[str, int]:
+    counts = {s.value: 0 for s in Status}
+    for r in reports:
+        counts[r.status.value] += 1
+    return counts

@@ -1,0 +1,111 @@
+"""``jobstream dashboards check | build``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from pipeline.cli import get_config
+from pipeline.dashboards import render
+from pipeline.dashboards.check import Checker, PanelReport, Status, summarize
+from pipeline.dashboards.grafana_query import QueryError, TimeRange, parse_time
+from pipeline.errors import ConfigError
+from pipeline.sink.client import make_client
+
+__all__ = ["dashboards"]
+
+_STYLE = {Status.OK: "green", Status.EMPTY: "yellow", Status.BROKEN: "bold red"}
+
+
+@click.group("dashboards")
+def dashboards() -> None:
+    """The Grafana dashboards shipped in grafana/: check them, regenerate them."""
+
+
+@dashboards.command("check")
+@click.option("--from", "from_", default="now-24h", show_default=True,
+              help="Start of the time range (now-24h, epoch ms, ISO 8601).")
+@click.option("--to", "to", default="now", show_default=True, help="End of the time range.")
+@click.option("--dashboard", "files", multiple=True, type=click.Path(exists=True,
+                                                                      dir_okay=False),
+              help="Check this dashboard JSON instead of the shipped ones (repeatable).")
+@click.option("--strict", is_flag=True, help="Fail on empty panels too.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def check(ctx: click.Context, from_: str, to: str, files: tuple[str, ...], strict: bool,
+          as_json: bool) -> None:
+    """Run every panel's queries against Elasticsearch, as Grafana would send them.
+
+    Reports each panel ok, empty (nothing in the time range) or broken (an unknown field,
+    a field of the wrong type, an aggregation Elasticsearch lacks). Template variables
+    are set to All. Exit status 1 if a panel is broken (or, with --strict, empty).
+    """
+    cfg = get_config(ctx)
+    try:
+        now = parse_time("now")
+        time_range = TimeRange(parse_time(from_, now), parse_time(to, now))
+    except QueryError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    if time_range.span_ms <= 0:
+        raise click.BadParameter("--from must be before --to")
+    boards = [_load(Path(f)) for f in files] if files else render.dashboards()
+    with make_client(cfg.elasticsearch, request_timeout=30.0) as es:
+        checker = Checker(es, prefix=cfg.elasticsearch.index_prefix, now_ms=now)
+        reports = checker.check(boards, time_range)
+    counts = summarize(reports)
+    if as_json:
+        click.echo(json.dumps({"from_ms": time_range.from_ms, "to_ms": time_range.to_ms,
+                               "index_prefix": cfg.elasticsearch.index_prefix,
+                               "summary": counts,
+                               "panels": [r.to_dict() for r in reports]}, indent=2))
+    else:
+        _print(reports, counts)
+    failed = counts[Status.BROKEN.value] or (strict and counts[Status.EMPTY.value])
+    sys.exit(1 if failed else 0)
+
+
+@dashboards.command("build")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory to write to (default: the repository's grafana/).")
+@click.option("--check", "only_check", is_flag=True,
+              help="Write nothing; exit 1 if a file differs from the code's output.")
+def build(out: Path | None, only_check: bool) -> None:
+    """Regenerate grafana/ (provisioning and dashboard JSON) from pipeline/dashboards."""
+    root = out or render.GRAFANA_DIR
+    if only_check:
+        stale = render.stale(root)
+        for rel in stale:
+            click.echo(f"out of date: {root / rel}")
+        sys.exit(1 if stale else 0)
+    for rel in render.write(root):
+        click.echo(f"wrote {root / rel}")
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        board = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read dashboard {path}: {exc}") from exc
+    if not isinstance(board, dict) or not isinstance(board.get("panels"), list):
+        raise ConfigError(f"{path} is not a Grafana dashboard (no panels)")
+    return board
+
+
+def _print(reports: list[PanelReport], counts: dict[str, int]) -> None:
+    console = Console()
+    table = Table(title="Dashboard panels against Elasticsearch", title_justify="left")
+    table.add_column("dashboard")
+    table.add_column("panel")
+    table.add_column("status")
+    table.add_column("detail", overflow="fold")
+    for r in reports:
+        table.add_row(r.dashboard, r.title, f"[{_STYLE[r.status]}]{r.status.value}[/]",
+                      r.detail)
+    console.print(table)
+    console.print(", ".join(f"{n} {s}" for s, n in counts.items()))

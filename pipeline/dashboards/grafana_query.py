@@ -1,0 +1,485 @@
+"""What Grafana's Elasticsearch data source sends for a panel target (pure).
+
+A mirror of the data source's backend (grafana/grafana-elasticsearch-datasource,
+``pkg/elasticsearch``: ``data_query_processor.go``, ``aggregation_factory.go``,
+``client/models.go``, ``client/request_encoder.go``), for the query-builder targets
+(metrics, logs, raw data); raw DSL and ES|QL queries are out of scope. Per target, one
+``_msearch`` header and body:
+
+* a ``bool`` filter: a range on the data source's time field (epoch milliseconds) and the
+  target's Lucene query as ``query_string`` (none when blank);
+* bucket aggregations nested in the order of the target, metrics inside the innermost;
+  ``date_histogram`` with a fixed interval (``auto`` becomes the panel's interval),
+  ``extended_bounds`` of the time range; ``terms`` with size, order and min_doc_count (an
+  order by a metric adds that metric beside the next level, as Grafana does);
+* raw data and logs: documents sorted on the time field, newest first.
+
+Template variables are substituted first (:func:`substitute`): Grafana's frontend does
+that before the backend builds anything.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pipeline.errors import JobstreamError
+
+__all__ = [
+    "DEFAULT_MAX_DATA_POINTS",
+    "DEFAULT_SIZE",
+    "PIPELINE_AGGS",
+    "QueryError",
+    "TimeRange",
+    "auto_interval_ms",
+    "build_search",
+    "parse_duration_ms",
+    "parse_time",
+    "round_interval_ms",
+    "substitute",
+    "variable_values",
+]
+
+#: Grafana's default size of terms, raw data and logs queries.
+DEFAULT_SIZE = 500
+#: Points per series Grafana aims at for an ``auto`` interval (about a panel's width).
+DEFAULT_MAX_DATA_POINTS = 1000
+
+PIPELINE_AGGS = frozenset({"moving_avg", "moving_fn", "derivative", "serial_diff",
+                           "cumulative_sum", "bucket_script"})
+_MULTI_PATH_PIPELINE_AGGS = frozenset({"bucket_script"})
+_INLINE_SCRIPT_METRICS = frozenset({"avg", "sum", "min", "max", "percentiles",
+                                    "extended_stats", "cardinality"})
+_CALENDAR_INTERVALS = frozenset({"1w", "1M", "1q", "1y"})
+_HIGHLIGHT = {"fields": {"*": {}}, "pre_tags": ["@HIGHLIGHT@"], "post_tags": ["@/HIGHLIGHT@"],
+              "fragment_size": 2147483647}
+
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000,
+            "w": 604_800_000, "M": 2_592_000_000, "y": 31_536_000_000}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w|M|y)\s*$")
+_RELATIVE = re.compile(r"^now(?:\s*([+-])\s*(\d+)\s*(ms|s|m|h|d|w|M|y))?$")
+
+
+class QueryError(JobstreamError):
+    """A target cannot be turned into a request (what Grafana would refuse too)."""
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """A dashboard time range in epoch milliseconds."""
+
+    from_ms: int
+    to_ms: int
+
+    @property
+    def span_ms(self) -> int:
+        return self.to_ms - self.from_ms
+
+
+def parse_duration_ms(text: str) -> int:
+    """``30s``, ``5m``, ``1h``, ``7d`` ... -> milliseconds (Grafana's interval syntax)."""
+    m = _DURATION.match(text)
+    if not m:
+        raise QueryError(f"not a duration: {text!r} (expected e.g. 30s, 5m, 24h, 7d)")
+    return round(float(m.group(1)) * _UNIT_MS[m.group(2)])
+
+
+def parse_time(text: str, now_ms: int | None = None) -> int:
+    """A Grafana time (``now``, ``now-24h``), epoch milliseconds or an ISO 8601 date."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    text = text.strip()
+    m = _RELATIVE.match(text)
+    if m:
+        if not m.group(1):
+            return now
+        delta = int(m.group(2)) * _UNIT_MS[m.group(3)]
+        return now - delta if m.group(1) == "-" else now + delta
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise QueryError(f"not a time: {text!r} (expected now, now-24h, epoch ms or an "
+                         "ISO 8601 date)") from None
+    if moment.tzinfo is None:
+        raise QueryError(f"time {text!r} has no time zone (add Z or +00:00)")
+    return int(moment.timestamp() * 1000)
+
+
+# Grafana's roundInterval (kbn): upper bound of the raw interval -> interval used.
+_ROUNDING: tuple[tuple[int, int], ...] = (
+    (10, 1), (15, 10), (35, 20), (75, 50), (150, 100), (350, 200), (750, 500),
+    (1_500, 1_000), (3_500, 2_000), (7_500, 5_000), (12_500, 10_000), (17_500, 15_000),
+    (25_000, 20_000), (45_000, 30_000), (90_000, 60_000), (210_000, 120_000),
+    (450_000, 300_000), (750_000, 600_000), (1_050_000, 900_000), (1_500_000, 1_200_000),
+    (2_700_000, 1_800_000), (5_400_000, 3_600_000), (9_000_000, 7_200_000),
+    (16_200_000, 10_800_000), (24_300_000, 21_600_000), (64_800_000, 43_200_000),
+    (129_600_000, 86_400_000), (604_800_000, 86_400_000), (1_814_400_000, 604_800_000),
+    (3_628_800_000, 2_592_000_000),
+)
+
+
+def round_interval_ms(raw_ms: float) -> int:
+    for bound, rounded in _ROUNDING:
+        if raw_ms <= bound:
+            return rounded
+    return 31_536_000_000
+
+
+def auto_interval_ms(span_ms: int, min_interval: str,
+                     max_data_points: int = DEFAULT_MAX_DATA_POINTS) -> int:
+    """The interval Grafana gives an ``auto`` date histogram: span / points, rounded,
+    never below the panel's (or data source's) min interval."""
+    return max(round_interval_ms(span_ms / max(max_data_points, 1)),
+               parse_duration_ms(min_interval) if min_interval else 0)
+
+
+def variable_values(dashboard: Mapping[str, Any]) -> dict[str, str]:
+    """What each template variable stands for in a check: "All" (the variable's custom
+    all value, else ``*``) where the variable offers it, else its current value."""
+    out: dict[str, str] = {}
+    for var in dashboard.get("templating", {}).get("list", []):
+        name = var.get("name")
+        if not name:
+            continue
+        if var.get("includeAll"):
+            out[name] = var.get("allValue") or "*"
+            continue
+        value = (var.get("current") or {}).get("value", var.get("query", ""))
+        if isinstance(value, list):
+            value = value[0] if value else ""
+        out[name] = str(value)
+    return out
+
+
+def substitute(obj: Any, values: Mapping[str, str]) -> Any:
+    """``obj`` with ``$name``, ``${name}``, ``${name:format}`` and ``[[name]]`` of the
+    given variables replaced in every string (other ``$`` words are left alone)."""
+    if not values:
+        return obj
+    names = "|".join(re.escape(n) for n in sorted(values, key=len, reverse=True))
+    pattern = re.compile(r"\$\{(" + names + r")(?::[^}]*)?\}|\[\[(" + names + r")\]\]"
+                         r"|\$(" + names + r")(?![\w])")
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, str):
+            return pattern.sub(lambda m: values[m.group(1) or m.group(2) or m.group(3)], node)
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        if isinstance(node, dict):
+            return {k: walk(v) for k, v in node.items()}
+        return node
+
+    return walk(obj)
+
+
+def build_search(target: Mapping[str, Any], *, index: str, time_field: str,
+                 time_range: TimeRange, interval_ms: int
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``_msearch`` header and body Grafana sends for ``target`` (variables already
+    substituted). Raises :class:`QueryError` for a target Grafana refuses."""
+    metrics = list(target.get("metrics") or [])
+    buckets = list(target.get("bucketAggs") or [])
+    first = metrics[0].get("type") if metrics else None
+    if not buckets and first not in ("logs", "raw_data", "raw_document"):
+        raise QueryError("invalid query, missing metrics and aggregations")
+    if target.get("queryType") not in (None, "", "lucene"):
+        raise QueryError(f"query type {target.get('queryType')!r} is not checked "
+                         "(only query-builder targets are)")
+
+    filters: list[dict[str, Any]] = [{"range": {time_field: {
+        "lte": time_range.to_ms, "gte": time_range.from_ms, "format": "epoch_millis"}}}]
+    query = str(target.get("query") or "")
+    if query.strip():
+        filters.append({"query_string": {"query": query, "analyze_wildcard": True}})
+    body: dict[str, Any] = {"size": 0, "query": {"bool": {
+        "filter": filters[0] if len(filters) == 1 else filters}}}
+
+    if first == "logs":
+        _logs(body, metrics[0], time_field, time_range)
+    elif first in ("raw_data", "raw_document"):
+        _documents(body, metrics[0], time_field)
+    else:
+        aggs = _time_series_aggs(metrics, buckets, time_field, time_range)
+        if aggs:
+            body["aggs"] = aggs
+    header = {"search_type": "query_then_fetch", "ignore_unavailable": True, "index": index}
+    return header, _encode_intervals(body, interval_ms)
+
+
+# --------------------------------------------------------------------------- documents
+
+
+def _sort(time_field: str, order: str) -> list[dict[str, Any]]:
+    return [{time_field: {"order": order, "unmapped_type": "boolean"}},
+            {"_doc": {"order": order}}]
+
+
+def _logs(body: dict[str, Any], metric: Mapping[str, Any], time_field: str,
+          time_range: TimeRange) -> None:
+    settings = metric.get("settings") or {}
+    order = "asc" if settings.get("sortDirection") == "asc" else "desc"
+    body["sort"] = _sort(time_field, order)
+    body["docvalue_fields"] = [time_field]
+    body["script_fields"] = {}
+    body["fields"] = [{"field": time_field, "format": "strict_date_optional_time_nanos"}]
+    body["size"] = _int_or_default(settings.get("limit"), DEFAULT_SIZE)
+    body["highlight"] = json.loads(json.dumps(_HIGHLIGHT))
+    body["aggs"] = {"1": {"date_histogram": _date_histogram(
+        {"interval": "auto"}, time_field, time_range)}}
+
+
+def _documents(body: dict[str, Any], metric: Mapping[str, Any], time_field: str) -> None:
+    settings = metric.get("settings") or {}
+    body["sort"] = _sort(time_field, "desc")
+    body["docvalue_fields"] = [time_field]
+    body["script_fields"] = {}
+    if metric.get("type") == "raw_data":
+        body["fields"] = [{"field": time_field, "format": "strict_date_optional_time_nanos"}]
+    body["size"] = _int_or_default(settings.get("size"), DEFAULT_SIZE)
+
+
+# --------------------------------------------------------------------------- time series
+
+
+def _time_series_aggs(metrics: Sequence[Mapping[str, Any]], buckets: Sequence[Mapping[str, Any]],
+                      time_field: str, time_range: TimeRange) -> dict[str, Any]:
+    root: dict[str, Any] = {}
+    level = root  # the aggs object new aggregations go into
+    for bucket in buckets:
+        settings = _dsl_settings(bucket.get("settings"))
+        kind = bucket.get("type")
+        bid = str(bucket.get("id"))
+        field = str(bucket.get("field") or "")
+        child: dict[str, Any] = {}
+        if kind == "date_histogram":
+            node: dict[str, Any] = {"date_histogram": _date_histogram(settings, field or time_field,
+                                                                      time_range)}
+        elif kind == "histogram":
+            node = {"histogram": _histogram(settings, field)}
+        elif kind == "terms":
+            node = {"terms": _terms(settings, field, metrics, child)}
+        elif kind == "filters":
+            entries = settings.get("filters") or []
+            queries = {}
+            for entry in entries:
+                q = str(entry.get("query") or "")
+                queries[str(entry.get("label") or q)] = {
+                    "query_string": {"query": q, "analyze_wildcard": True}}
+            if not queries:
+                continue  # Grafana adds nothing for an empty filters group
+            node = {"filters": {"filters": queries}}
+        elif kind == "geohash_grid":
+            node = {"geohash_grid": {"field": field, "precision": _int_or_default(
+                settings.get("precision"), 3)}}
+        elif kind == "nested":
+            node = {"nested": {"path": field}}
+        else:
+            raise QueryError(f"unknown bucket aggregation type {kind!r}")
+        node["aggs"] = child
+        level[bid] = node
+        level = child
+    for metric in metrics:
+        kind = str(metric.get("type"))
+        mid = str(metric.get("id"))
+        if kind == "count":
+            continue
+        if kind in PIPELINE_AGGS:
+            pipeline = _pipeline(metric, metrics)
+            if pipeline is not None:
+                level[mid] = {kind: pipeline}
+            continue
+        level[mid] = {kind: _metric_body(metric)}
+    _drop_empty_aggs(root)
+    return root
+
+
+def _drop_empty_aggs(aggs: dict[str, Any]) -> None:
+    # Grafana leaves "aggs" out of an aggregation without sub-aggregations.
+    for node in aggs.values():
+        sub = node.get("aggs")
+        if sub is not None:
+            if sub:
+                _drop_empty_aggs(sub)
+            else:
+                del node["aggs"]
+
+
+def _date_histogram(settings: Mapping[str, Any], field: str, time_range: TimeRange
+                    ) -> dict[str, Any]:
+    interval = str(settings.get("interval") or "auto")
+    out: dict[str, Any] = {"field": field}
+    if interval in _CALENDAR_INTERVALS:
+        out["calendar_interval"] = interval
+    else:
+        out["fixed_interval"] = "$__interval_msms" if interval == "auto" else interval
+    out["min_doc_count"] = _int_or(settings.get("min_doc_count"), 0)
+    out["extended_bounds"] = {"min": time_range.from_ms, "max": time_range.to_ms}
+    out["format"] = str(settings.get("format") or "epoch_millis")
+    for key, name in (("offset", "offset"), ("missing", "missing")):
+        if isinstance(settings.get(key), str):
+            out[name] = settings[key]
+    tz = settings.get("timeZone")
+    if isinstance(tz, str) and tz != "utc":
+        out["time_zone"] = tz
+    return out
+
+
+def _histogram(settings: Mapping[str, Any], field: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"field": field,
+                           "interval": _float_or_default(settings.get("interval"), 1000.0),
+                           "min_doc_count": _int_or(settings.get("min_doc_count"), 0)}
+    missing = settings.get("missing")
+    if isinstance(missing, int) or (isinstance(missing, str) and missing.lstrip("-").isdigit()):
+        out["missing"] = int(missing)
+    return out
+
+
+_METRIC_ID = re.compile(r"^(\d+)")
+
+
+def _terms(settings: Mapping[str, Any], field: str, metrics: Sequence[Mapping[str, Any]],
+           child: dict[str, Any]) -> dict[str, Any]:
+    size = settings.get("size")
+    out: dict[str, Any] = {"field": field,
+                           "size": size if isinstance(size, int) and not isinstance(size, bool)
+                           else _int_or_default(size, DEFAULT_SIZE)}
+    order: dict[str, Any] = {}
+    order_by = settings.get("orderBy")
+    direction = str(settings.get("order") or "desc")
+    if isinstance(order_by, str):
+        m = _METRIC_ID.match(order_by)
+        if m:
+            ordered = next((x for x in metrics if str(x.get("id")) == m.group(1)), None)
+            if ordered is not None:
+                if ordered.get("type") == "count":
+                    order["_count"] = direction
+                else:
+                    order[order_by] = direction
+                    # the metric must exist at this level to order by it (no settings)
+                    body = {"field": ordered["field"]} if ordered.get("field") else {}
+                    child[str(ordered["id"])] = {str(ordered["type"]): body}
+        else:
+            order[order_by] = direction
+    if order:
+        out["order"] = order
+    min_doc_count = settings.get("min_doc_count")
+    if isinstance(min_doc_count, int) and not isinstance(min_doc_count, bool):
+        out["min_doc_count"] = min_doc_count
+    if isinstance(settings.get("missing"), str):
+        out["missing"] = settings["missing"]
+    return out
+
+
+def _metric_body(metric: Mapping[str, Any]) -> dict[str, Any]:
+    settings = dict(metric.get("settings") or {})
+    kind = metric.get("type")
+    if kind == "serial_diff" and "lag" in settings:
+        settings["lag"] = _float_or_default(settings["lag"], settings["lag"])
+    if kind in _INLINE_SCRIPT_METRICS:
+        script = settings.get("script")
+        if isinstance(script, dict) and isinstance(script.get("inline"), str):
+            settings["script"] = script["inline"]
+    out: dict[str, Any] = {}
+    if metric.get("field"):
+        out["field"] = metric["field"]
+    out.update({k: v for k, v in settings.items() if k and v is not None})
+    return out
+
+
+def _pipeline(metric: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]]
+              ) -> dict[str, Any] | None:
+    """A pipeline aggregation's body, or None where Grafana leaves it out."""
+    by_id = {str(m.get("id")): m for m in metrics}
+
+    def path(ref: str) -> str | None:
+        if not ref.isdigit() or ref not in by_id:
+            return None
+        return "_count" if by_id[ref].get("type") == "count" else ref
+
+    settings = {k: v for k, v in dict(metric.get("settings") or {}).items()
+                if k and v is not None}
+    if metric.get("type") in _MULTI_PATH_PIPELINE_AGGS:
+        variables = metric.get("pipelineVariables") or []
+        paths = {}
+        for var in variables:
+            resolved = path(str(var.get("pipelineAgg", "")))
+            if resolved is not None:
+                paths[str(var.get("name"))] = resolved
+        if not variables:
+            return None
+        return {"buckets_path": paths, **settings}
+    resolved = path(str(metric.get("field") or metric.get("pipelineAgg") or ""))
+    if resolved is None:
+        return None
+    return {"buckets_path": resolved, **settings}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _dsl_settings(settings: Any) -> dict[str, Any]:
+    """Bucket settings as the backend sends them: ``min_doc_count`` as an integer."""
+    out = dict(settings or {})
+    value = out.get("min_doc_count")
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        out["min_doc_count"] = int(value)
+    return out
+
+
+def _int_or(value: Any, default: int) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return default
+
+
+def _int_or_default(value: Any, default: int) -> int:
+    """Grafana's stringToIntWithDefaultValue: unparsable or 0 -> default."""
+    try:
+        number = int(str(value))
+    except ValueError:
+        return default
+    return number or default
+
+
+def _float_or_default(value: Any, default: float) -> float:
+    try:
+        number = float(str(value))
+    except ValueError:
+        return default
+    return number or default
+
+
+def go_duration(ms: int) -> str:
+    """Go's ``time.Duration.String()`` of whole milliseconds (what ``$__interval`` becomes)."""
+    if ms <= 0:
+        return "0s"
+    if ms < 1000:
+        return f"{ms}ms"
+    hours, rest = divmod(ms, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    seconds = rest / 1000
+    sec = f"{seconds:g}s"
+    if hours:
+        return f"{hours}h{minutes}m{sec}"
+    if minutes:
+        return f"{minutes}m{sec}"
+    return sec
+
+
+def _encode_intervals(body: dict[str, Any], interval_ms: int) -> dict[str, Any]:
+    """Grafana's request encoder: ``$__interval_ms`` and ``$__interval`` replaced in the
+    serialized body (so ``$__interval_msms`` becomes ``60000ms``)."""
+    ms = interval_ms if interval_ms > 0 else 1000
+    text = json.dumps(body)
+    text = text.replace("$__interval_ms", str(ms)).replace("$__interval", go_duration(ms))
+    return json.loads(text)

@@ -1,0 +1,413 @@
+"""The operations overview dashboard: queues, flow, outcomes, waits, usage, users.
+
+Panels follow ``reference/dashboards.md`` section 5.2 where the index model has the data:
+
+* Queue panels read the queue snapshots. A snapshot is one worker's share of a queue at an
+  aligned instant, so a queue's figure at an instant is the *sum* over that instant's
+  snapshots; over a time bucket holding several instants the panels show the mean of those
+  sums: ``sum(x)`` per bucket divided by the number of distinct snapshot instants in the
+  bucket (a Grafana math expression; Elasticsearch here has no scripts). The oldest
+  pending age combines with ``max``.
+* Job panels read the job documents through the data source whose time field matches the
+  question (submits by submit time, waits by start time, outcomes by end time).
+* Ratios (failure rate, expansion factor) are Grafana math expressions over two counts or
+  sums; no panel uses an Elasticsearch script.
+
+Not shown, because the documents do not carry the data: allocation as a share of capacity
+(no capacity in snapshots) and running cores by bank over time (snapshots have no bank;
+a ``date_histogram`` over ``run_interval`` breaks on the open ranges of running jobs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.dashboards.builder import (
+    Grid,
+    custom_var,
+    dashboard,
+    date_histogram,
+    es_target,
+    histogram,
+    math,
+    metric,
+    panel,
+    query_var,
+    row,
+    terms,
+)
+from pipeline.dashboards.datasources import (
+    EVENTS,
+    JOBS_BY_END,
+    JOBS_BY_START,
+    JOBS_BY_SUBMIT,
+    SNAPSHOTS,
+)
+
+__all__ = ["UID", "build"]
+
+UID = "jobstream-overview"
+JOB_UID = "jobstream-job"
+
+#: "All" of a variable: the field's values or no value at all. A plain ``*`` would be an
+#: exists query and hide every document without the field (a Flux job without a queue or
+#: a user name), so "All" matches everything: ``(queue:* OR *:*)``.
+ALL = "* OR *:*"
+
+JOBS = "(cluster:$cluster) AND (queue:$queue) AND (bank:$bank) AND (user:$user)"
+SNAPS = "(cluster:$cluster) AND (queue:$queue)"
+CLUSTER = "(cluster:$cluster)"
+FAILED = "result:(failed OR node_fail OR oom OR timeout OR exception)"
+RUNNING = "state:(running OR completing)"
+
+#: Snapshot instants are aligned to the worker's snapshot interval (30 s by default):
+#: no time bucket may be smaller, or some would hold no instant.
+SNAPSHOT_MIN_INTERVAL = "30s"
+
+_BY_QUEUE = {"displayName": "${__field.labels.queue}"}
+_STACKED = {"custom": {"stacking": {"mode": "normal", "group": "A"}, "fillOpacity": 40,
+                       "lineWidth": 1}}
+_BARS = {"custom": {"drawStyle": "bars", "stacking": {"mode": "normal", "group": "A"},
+                    "fillOpacity": 80, "lineWidth": 1}}
+_LEGEND = {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+           "tooltip": {"mode": "multi", "sort": "desc"}}
+_LAST = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+         "colorMode": "value", "graphMode": "area", "textMode": "auto"}
+
+
+def _snapshot_means(fields: list[tuple[str, str]], *, by_queue: bool) -> list[dict[str, Any]]:
+    """Targets giving the mean over each time bucket of the per-instant sum of each field:
+    hidden ``sum`` queries (refs as given), a hidden count of instants ``N``, and one math
+    expression per field named ``<ref>m`` (``$A / $N``)."""
+    buckets = [date_histogram(SNAPSHOTS.time_field)]
+    if by_queue:
+        buckets = [terms("queue", size=20, order="asc", order_by="_key"), *buckets]
+    targets = [es_target(SNAPSHOTS, ref, query=SNAPS, metrics=[metric("sum", name)],
+                         buckets=buckets, hide=True)
+               for name, ref in fields]
+    # Instants of the cluster, whatever the queue: a queue without a snapshot at an
+    # instant had nothing pending or running, which the mean must count as 0.
+    targets.append(es_target(SNAPSHOTS, "N", query=CLUSTER,
+                             metrics=[metric("cardinality", SNAPSHOTS.time_field)],
+                             buckets=[date_histogram(SNAPSHOTS.time_field)], hide=True))
+    targets += [math(f"{ref}m", f"${ref} / $N") for _, ref in fields]
+    return targets
+
+
+def _by_ref(ref: str, name: str) -> dict[str, Any]:
+    """An override naming the series of one expression ``<name> <queue>``."""
+    return {"matcher": {"id": "byFrameRefID", "options": ref},
+            "properties": [{"id": "displayName", "value": f"{name} ${{__field.labels.queue}}"}]}
+
+
+def _job_link() -> dict[str, Any]:
+    """A data link on a ``job_id`` column to the per-job dashboard."""
+    return {
+        "matcher": {"id": "byName", "options": "job_id"},
+        "properties": [{"id": "links", "value": [{
+            "title": "Job details",
+            "url": f"/d/{JOB_UID}/jobstream-job?var-cluster=${{__data.fields.cluster}}"
+                   "&var-job_id=${__value.raw}&${__url_time_range}",
+        }]}],
+    }
+
+
+def _queue_panels(grid: Grid) -> None:
+    grid.add(row("Queues (queue snapshots)"))
+    grid.add(
+        panel("stat", "Pending jobs now", _snapshot_means([("pending_jobs", "A")],
+                                                          by_queue=False),
+              w=6, h=4, interval=SNAPSHOT_MIN_INTERVAL, unit="short", options=_LAST,
+              description="Jobs waiting in the selected queues at the latest snapshot."),
+        panel("stat", "Running jobs now", _snapshot_means([("running_jobs", "A")],
+                                                          by_queue=False),
+              w=6, h=4, interval=SNAPSHOT_MIN_INTERVAL, unit="short", options=_LAST,
+              description="Jobs running (or completing) at the latest snapshot."),
+        panel("stat", "Pipeline freshness", [
+            es_target(JOBS_BY_SUBMIT, "A", query=JOBS, alias="job documents {{term cluster}}",
+                      metrics=[metric("max", "updated_at")],
+                      buckets=[terms("cluster", size=20, order_by="_key", order="asc")]),
+        ], w=12, h=4, unit="dateTimeFromNow",
+            options={**_LAST, "reduceOptions": {"calcs": ["lastNotNull"], "fields": "",
+                                                "values": True}, "graphMode": "none"},
+            field_config={"thresholds": {"mode": "absolute", "steps": [
+                {"color": "green", "value": None}]}},
+            description="Per cluster, how long ago the newest change of a job document "
+                        "happened (now - max(updated_at)). Minutes while the cluster is "
+                        "busy mean the flow from the scheduler to Elasticsearch is stuck."),
+    )
+    grid.add(
+        panel("timeseries", "Queue depth by queue",
+              _snapshot_means([("pending_jobs", "A")], by_queue=True), w=12, h=8,
+              interval=SNAPSHOT_MIN_INTERVAL, unit="short",
+              field_config={**_STACKED, **_BY_QUEUE}, options=_LEGEND,
+              description="Pending jobs per queue (mean over each time bucket of the sum "
+                          "over workers' snapshots)."),
+        panel("timeseries", "Pending demand by queue (node-hours)",
+              _snapshot_means([("pending_node_hours", "A")], by_queue=True), w=12, h=8,
+              interval=SNAPSHOT_MIN_INTERVAL, unit="suffix: node-h",
+              field_config={**_STACKED, **_BY_QUEUE}, options=_LEGEND,
+              description="Sum over pending jobs of nodes asked for times time limit."),
+    )
+    grid.add(
+        panel("timeseries", "Pending cores and GPUs by queue",
+              _snapshot_means([("pending_cores", "A"), ("pending_gpus", "B")], by_queue=True),
+              w=12, h=8, interval=SNAPSHOT_MIN_INTERVAL, unit="short", options=_LEGEND,
+              overrides=[_by_ref("Am", "cores"), _by_ref("Bm", "GPUs")]),
+        panel("timeseries", "Running cores and GPUs by queue",
+              _snapshot_means([("running_cores", "A"), ("running_gpus", "B")], by_queue=True),
+              w=12, h=8, interval=SNAPSHOT_MIN_INTERVAL, unit="short", options=_LEGEND,
+              field_config=_STACKED,
+              overrides=[_by_ref("Am", "cores"), _by_ref("Bm", "GPUs")]),
+    )
+    grid.add(
+        panel("barchart", "Running now by bank", [
+            es_target(JOBS_BY_SUBMIT, "A", query=f"{RUNNING} AND {JOBS}",
+                      metrics=[metric("sum", "ncores"), metric("sum", "ngpus"),
+                               metric("count")],
+                      buckets=[terms("bank", size=15, order_by=0)]),
+        ], w=8, h=8, time_from="30d", unit="short",
+            options={"orientation": "horizontal", "legend": _LEGEND["legend"],
+                     "xField": "bank", "stacking": "none"},
+            description="Cores, GPUs and jobs of the jobs running now, by bank (jobs "
+                        "submitted in the last 30 days)."),
+        panel("bargauge", "Oldest pending job by queue", [
+            es_target(SNAPSHOTS, "A", query=SNAPS, metrics=[metric("max", "oldest_pending_age_s")],
+                      buckets=[terms("queue", size=20, order_by=0),
+                               date_histogram(SNAPSHOTS.time_field)]),
+        ], w=8, h=8, interval=SNAPSHOT_MIN_INTERVAL, unit="s",
+            field_config={**_BY_QUEUE, "thresholds": {"mode": "absolute", "steps": [
+                {"color": "green", "value": None}, {"color": "orange", "value": 3600},
+                {"color": "red", "value": 14400}]}},
+            options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                     "orientation": "horizontal", "displayMode": "gradient"},
+            description="Seconds the oldest pending job of each queue has waited since "
+                        "submit, at the latest snapshot."),
+        panel("timeseries", "Job flow per minute", [
+            es_target(JOBS_BY_SUBMIT, "A", query=JOBS, alias="submits", metrics=[metric("count")],
+                      buckets=[date_histogram(JOBS_BY_SUBMIT.time_field, "1m")]),
+            es_target(JOBS_BY_START, "B", query=JOBS, alias="starts", metrics=[metric("count")],
+                      buckets=[date_histogram(JOBS_BY_START.time_field, "1m")]),
+            es_target(JOBS_BY_END, "C", query=JOBS, alias="ends", metrics=[metric("count")],
+                      buckets=[date_histogram(JOBS_BY_END.time_field, "1m")]),
+        ], w=8, h=8, unit="short", options=_LEGEND,
+            description="Jobs submitted, started and ended per minute (one per job, "
+                        "whatever the number of sources that reported it)."),
+    )
+
+
+def _outcome_panels(grid: Grid) -> None:
+    grid.add(row("Outcomes"))
+    grid.add(
+        panel("timeseries", "Job ends by result", [
+            es_target(JOBS_BY_END, "A", query=JOBS, alias="{{term result}}",
+                      metrics=[metric("count")],
+                      buckets=[terms("result", size=12), date_histogram("t_end", "5m")]),
+        ], w=12, h=8, unit="short", field_config=_BARS, options=_LEGEND),
+        panel("timeseries", "Failure rate", [
+            es_target(JOBS_BY_END, "A", query=JOBS, metrics=[metric("count")],
+                      buckets=[date_histogram("t_end")], hide=True),
+            es_target(JOBS_BY_END, "B", query=f"{FAILED} AND {JOBS}", metrics=[metric("count")],
+                      buckets=[date_histogram("t_end")], hide=True),
+            math("C", "$B / $A * 100"),
+        ], w=12, h=8, interval="5m", unit="percent",
+            field_config={"displayName": "failed %", "min": 0,
+                          "custom": {"thresholdsStyle": {"mode": "line"}},
+                          "thresholds": {"mode": "absolute", "steps": [
+                              {"color": "green", "value": None},
+                              {"color": "red", "value": 20}]}},
+            options=_LEGEND,
+            description="Share of the jobs ended in each interval that failed, ran out of "
+                        "memory or time, lost a node or hit a fatal exception."),
+    )
+    grid.add(
+        panel("timeseries", "Exceptions, preemptions and requeues", [
+            es_target(EVENTS, "A", query=f"event:exception AND {CLUSTER}",
+                      alias="exception {{term context.type}}", metrics=[metric("count")],
+                      buckets=[terms("context.type", size=10), date_histogram("@timestamp")]),
+            es_target(EVENTS, "B", query=f"event:exception AND context.severity:0 AND {CLUSTER}",
+                      alias="fatal exceptions", metrics=[metric("count")],
+                      buckets=[date_histogram("@timestamp")]),
+            es_target(EVENTS, "C", query=f"event:(preempt OR requeue) AND {CLUSTER}",
+                      alias="{{term event}}", metrics=[metric("count")],
+                      buckets=[terms("event", size=5), date_histogram("@timestamp")]),
+        ], w=12, h=8, interval="1m", unit="short", field_config=_BARS, options=_LEGEND,
+            description="Flux exceptions by type (severity 0 is fatal) and Slurm "
+                        "preemptions and requeues, as events."),
+        panel("barchart", "Fast failures by first node", [
+            es_target(JOBS_BY_END, "A", query=f"{FAILED} AND run_s:<$fast_fail_s AND {JOBS}",
+                      metrics=[metric("count")],
+                      buckets=[terms("first_node", size=20)]),
+        ], w=6, h=8, unit="short",
+            options={"orientation": "horizontal", "xField": "first_node",
+                     "legend": {"showLegend": False}},
+            description="Jobs that failed within $fast_fail_s s of starting, by their first "
+                        "node: one node on top is a black hole."),
+        panel("barchart", "Fast failures by user", [
+            es_target(JOBS_BY_END, "A", query=f"{FAILED} AND run_s:<$fast_fail_s AND {JOBS}",
+                      metrics=[metric("count")], buckets=[terms("user", size=20)]),
+        ], w=6, h=8, unit="short",
+            options={"orientation": "horizontal", "xField": "user",
+                     "legend": {"showLegend": False}},
+            description="Jobs that failed within $fast_fail_s s of starting, by user."),
+    )
+    grid.add(
+        panel("timeseries", "Prolog and epilog duration", [
+            es_target(JOBS_BY_END, "A", query=JOBS,
+                      metrics=[metric("percentiles", "prolog_s", percents=["50", "95"]),
+                               metric("percentiles", "epilog_s", percents=["50", "95"])],
+                      buckets=[date_histogram("t_end")]),
+            es_target(EVENTS, "B",
+                      query=f"event:(prolog-finish OR epilog-finish) AND NOT context.status:0 "
+                            f"AND {CLUSTER}",
+                      alias="failed {{term context.description}}", metrics=[metric("count")],
+                      buckets=[terms("context.description", size=10),
+                               date_histogram("@timestamp")]),
+        ], w=12, h=8, interval="5m", unit="s", options=_LEGEND,
+            description="p50 and p95 of the prolog and epilog time of ended jobs, and "
+                        "prologs/epilogs that exited non-zero."),
+        panel("barchart", "Run time as a share of the time limit", [
+            es_target(JOBS_BY_END, "A", query=JOBS, metrics=[metric("count")],
+                      buckets=[histogram("timelimit_used_pct", 10)]),
+        ], w=12, h=8, unit="short",
+            options={"xField": "timelimit_used_pct", "legend": {"showLegend": False}},
+            description="Jobs by percent of their time limit used (10 % bins); a peak at "
+                        "100 is jobs killed at their limit."),
+    )
+
+
+def _wait_panels(grid: Grid) -> None:
+    grid.add(row("Waits"))
+    for title, name, desc in (
+            ("Wait since submit by queue (p50/p90/p99)", "wait_s",
+             "Start - submit, as XDMoD counts it (holds and dependencies included)."),
+            ("Wait since eligible by queue (p50/p90/p99)", "eligible_wait_s",
+             "Start - eligible, as Slurm's queue_wait: time a runnable job waited.")):
+        grid.add(panel("timeseries", title, [
+            es_target(JOBS_BY_START, "A", query=JOBS, alias="{{term queue}} {{metric}}",
+                      metrics=[metric("percentiles", name, percents=["50", "90", "99"])],
+                      buckets=[terms("queue", size=10), date_histogram("t_start")]),
+        ], w=12, h=8, interval="15m", unit="s", options=_LEGEND, description=desc))
+    grid.add(
+        panel("barchart", "Time to start (XDMoD wait buckets)", [
+            es_target(JOBS_BY_START, "A", query=JOBS, metrics=[metric("count")],
+                      buckets=[terms("wait_bucket", size=10, order="asc", order_by="_key")]),
+        ], w=8, h=8, unit="short",
+            options={"xField": "wait_bucket", "legend": {"showLegend": False}}),
+        panel("table", "Wait by queue and job size (p50/p90)", [
+            es_target(JOBS_BY_START, "A", query=JOBS,
+                      metrics=[metric("percentiles", "wait_s", percents=["50", "90"]),
+                               metric("count")],
+                      buckets=[terms("queue", size=10),
+                               terms("size_bucket", size=15, order="asc", order_by="_key")]),
+        ], w=8, h=8, unit="s", description="Are big jobs starving?"),
+        panel("timeseries", "Expansion factor by queue (node-hour weighted)", [
+            es_target(JOBS_BY_START, "A", query=JOBS, metrics=[metric("sum", "ef_x_nh")],
+                      buckets=[terms("queue", size=10), date_histogram("t_start", "1h")],
+                      hide=True),
+            es_target(JOBS_BY_START, "B", query=JOBS, metrics=[metric("sum", "node_hours")],
+                      buckets=[terms("queue", size=10), date_histogram("t_start", "1h")],
+                      hide=True),
+            math("C", "$A / $B"),
+        ], w=8, h=8, unit="short", field_config=_BY_QUEUE, options=_LEGEND,
+            description="(wait + run) / run, weighted by node-hours as XDMoD does; 1 means "
+                        "no wait."),
+    )
+
+
+def _usage_panels(grid: Grid) -> None:
+    grid.add(row("Usage and users"))
+    grid.add(
+        panel("timeseries", "Node-hours by bank", [
+            es_target(JOBS_BY_END, "A", query=JOBS, alias="{{term bank}}",
+                      metrics=[metric("sum", "node_hours")],
+                      buckets=[terms("bank", size=15, order_by=0),
+                               date_histogram("t_end", "1h")]),
+        ], w=12, h=8, unit="suffix: node-h", field_config=_BARS, options=_LEGEND,
+            description="Node-hours of the jobs that ended in each hour (a long job counts "
+                        "at its end)."),
+        panel("barchart", "Top banks by consumption", [
+            es_target(JOBS_BY_END, "A", query=JOBS,
+                      metrics=[metric("sum", "core_hours"), metric("sum", "gpu_hours"),
+                               metric("sum", "node_hours")],
+                      buckets=[terms("bank", size=20, order_by=0)]),
+        ], w=12, h=8, unit="h",
+            options={"orientation": "horizontal", "xField": "bank",
+                     "legend": _LEGEND["legend"]},
+            description="Core-, GPU- and node-hours of the jobs ended in the time range."),
+    )
+    grid.add(
+        panel("table", "Top users right now", [
+            es_target(JOBS_BY_SUBMIT, "A", query=f"{RUNNING} AND {JOBS}",
+                      metrics=[metric("sum", "ncores"), metric("sum", "ngpus"),
+                               metric("count")],
+                      buckets=[terms("user", size=20, order_by=0)]),
+            es_target(JOBS_BY_SUBMIT, "B", query=f"state:pending AND {JOBS}",
+                      metrics=[metric("count")], buckets=[terms("user", size=50)]),
+        ], w=12, h=8, time_from="30d",
+            transformations=[{"id": "joinByField", "options": {"byField": "user",
+                                                                "mode": "outer"}}],
+            description="Running cores, GPUs and jobs, and pending jobs, per user."),
+        panel("barchart", "Job sizes: jobs and node-hours", [
+            es_target(JOBS_BY_START, "A", query=JOBS,
+                      metrics=[metric("count"), metric("sum", "node_hours")],
+                      buckets=[terms("size_bucket", size=15, order="asc", order_by="_key")]),
+        ], w=12, h=8, unit="short",
+            options={"xField": "size_bucket", "legend": _LEGEND["legend"]},
+            description="Jobs started per core-count bucket (XDMoD's), and the node-hours "
+                        "they used: where the capacity goes."),
+    )
+    grid.add(
+        panel("timeseries", "Active users and banks, cancelled before start", [
+            es_target(JOBS_BY_SUBMIT, "A", query=JOBS,
+                      metrics=[metric("cardinality", "user"), metric("cardinality", "bank")],
+                      buckets=[date_histogram("t_submit", "1h")]),
+            es_target(JOBS_BY_END, "B", query=f"cancelled_before_start:true AND {JOBS}",
+                      alias="cancelled before start", metrics=[metric("count")],
+                      buckets=[date_histogram("t_end", "1h")]),
+        ], w=12, h=8, unit="short", options=_LEGEND,
+            description="Distinct users and banks submitting per hour (approximate counts), "
+                        "and jobs cancelled before they ever ran (XDMoD drops them)."),
+        panel("table", "Longest-waiting pending jobs", [
+            es_target(JOBS_BY_SUBMIT, "A", query=f"state:pending AND {JOBS}",
+                      metrics=[metric("raw_data", size="50")]),
+        ], w=12, h=8, overrides=[_job_link()],
+            transformations=[{"id": "organize", "options": {
+                "indexByName": {"t_submit": 0, "cluster": 1, "job_id": 2, "user": 3,
+                                "bank": 4, "queue": 5, "nodes_req": 6, "cores_req": 7,
+                                "gpus_req": 8, "timelimit_s": 9, "t_eligible": 10},
+                "includeByName": {name: True for name in (
+                    "t_submit", "cluster", "job_id", "user", "bank", "queue", "nodes_req",
+                    "cores_req", "gpus_req", "timelimit_s", "t_eligible")}}},
+                {"id": "sortBy", "options": {"sort": [{"field": "t_submit", "desc": False}]}}],
+            description="Pending jobs submitted in the time range, oldest first; a job id "
+                        "opens the job's own dashboard."),
+    )
+
+
+def build() -> dict[str, Any]:
+    grid = Grid()
+    _queue_panels(grid)
+    _outcome_panels(grid)
+    _wait_panels(grid)
+    _usage_panels(grid)
+    variables = [
+        query_var("cluster", "Cluster", JOBS_BY_SUBMIT, "cluster", all_value=ALL),
+        query_var("queue", "Queue", JOBS_BY_SUBMIT, "queue", query="(cluster:$cluster)",
+                  all_value=ALL),
+        query_var("bank", "Bank", JOBS_BY_SUBMIT, "bank", query="(cluster:$cluster)",
+                  all_value=ALL),
+        query_var("user", "User", JOBS_BY_SUBMIT, "user",
+                  query="(cluster:$cluster) AND (bank:$bank)", all_value=ALL),
+        custom_var("fast_fail_s", "Fast fail within (s)", ["30", "60", "300", "900"], "60",
+                   description="A failed job that ran less than this is a fast failure."),
+    ]
+    return dashboard(
+        UID, "jobstream: HPC operations overview",
+        description="Queues, job flow, outcomes, waits and usage of the clusters jobstream "
+                    "streams (Flux and Slurm), seconds behind the schedulers.",
+        panels=grid.panels, variables=variables,
+        links=[{"title": "Job details", "type": "link", "icon": "info",
+                "url": f"/d/{JOB_UID}/jobstream-job", "keepTime": True,
+                "includeVars": False, "tooltip": "Events and document of one job"}],
+    )
