@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from pipeline.cli import get_config
@@ -105,7 +106,7 @@ def _print(reports: list[PanelReport], counts: dict[str, int]) -> None:
     table.add_column("status")
     table.add_column("detail", overflow="fold")
     for r in reports:
-        table.add_row(r.dashboard, r.title, f"[{_STYLE[r.status]}]{r.status.value}[/]",
-                      r.detail)
+        table.add_row(escape(r.dashboard), escape(r.title),
+                      f"[{_STYLE[r.status]}]{r.status.value}[/]", escape(r.detail))
     console.print(table)
     console.print(", ".join(f"{n} {s}" for s, n in counts.items()))

@@ -10,7 +10,7 @@ percentile of a ``keyword``, a date histogram on a number are type mismatches).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,17 +121,10 @@ def check_use(use: FieldUse, types: Mapping[str, frozenset[str]]) -> tuple[str, 
     return None
 
 
-def _describe(types: Iterable[str]) -> str:
-    kinds = set(types)
-    words = []
-    if NUMERIC <= kinds:
-        words.append("a number")
-        kinds -= NUMERIC
-    if DATES <= kinds:
-        words.append("a date")
-        kinds -= DATES
-    if "keyword" in kinds:
-        words.append("a keyword")
-        kinds.discard("keyword")
-    words += sorted(kinds)
-    return " or ".join(words[:3]) + (" (or similar)" if len(words) > 3 else "")
+def _describe(types: frozenset[str]) -> str:
+    for name, group in (("a keyword, number, date, boolean or ip field", GROUPABLE),
+                        ("a number or a date", NUMERIC | DATES),
+                        ("a number", NUMERIC), ("a date", DATES)):
+        if types == group:
+            return name
+    return "a field of type " + "/".join(sorted(types))

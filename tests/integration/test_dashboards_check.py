@@ -1,0 +1,181 @@
+"""``jobstream dashboards check`` on the real Elasticsearch, with what the pipeline writes.
+
+The indices are made with the sink's templates and filled with the documents the real
+stages produce from a synthetic workload (dashboard_data); the check must then find every
+shipped panel ok and non-empty. Bad dashboards must come out broken, for the reason
+Elasticsearch itself gives.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from dashboard_data import Indexed, index_all, pipeline_output
+from elasticsearch import Elasticsearch
+
+from pipeline.cli import main
+from pipeline.config import Config
+from pipeline.dashboards import render
+from pipeline.dashboards.builder import es_target, metric, panel, terms
+from pipeline.dashboards.datasources import DATASOURCES, JOBS_BY_END, JOBS_BY_SUBMIT
+from pipeline.dashboards.grafana_query import TimeRange, build_search
+from pipeline.sink.names import Family, alias_name
+from pipeline.sink.templates import ensure_indices
+from pipeline.workload import WorkloadSpec
+
+#: Targets the workload has no data for: it makes no preemption or requeue, and every
+#: prolog and epilog succeeds.
+NO_DATA_IN_WORKLOAD = {
+    ("Exceptions, preemptions and requeues", "C"),
+    ("Prolog and epilog duration", "B"),
+}
+
+
+def run_check(cfg: Config, *args: str) -> Result:
+    env = {"JOBSTREAM_ELASTICSEARCH__URL": cfg.elasticsearch.url,
+           "JOBSTREAM_ELASTICSEARCH__INDEX_PREFIX": cfg.elasticsearch.index_prefix}
+    return CliRunner().invoke(main, ["dashboards", "check", *args], env=env)
+
+
+@pytest.fixture
+def indexed(stack_cfg: Config, es: Elasticsearch) -> Indexed:
+    # 540 jobs over the last 30 minutes: at "now" some wait, some run, most are done
+    now = time.time()
+    data = pipeline_output(WorkloadSpec(seed=11, jobs=540, rate=0.3, start=now - 1800), now)
+    states = data.states()
+    assert states["pending"] and states["running"] and states["done"]
+    index_all(es, stack_cfg.elasticsearch.index_prefix, data)
+    return data
+
+
+def test_every_shipped_panel_is_ok_and_shows_data(stack_cfg: Config, indexed: Indexed) -> None:
+    result = run_check(stack_cfg, "--json", "--strict")
+    report = json.loads(result.output)
+    bad = [(p["title"], p["status"], [t for t in p["targets"] if t["status"] != "ok"])
+           for p in report["panels"] if p["status"] != "ok"]
+    assert bad == []
+    assert result.exit_code == 0
+    titles = {p["title"] for p in report["panels"]}
+    shipped = {p["title"] for b in render.dashboards() for p in b["panels"] if p.get("targets")}
+    assert shipped <= titles
+    empty_targets = {(p["title"], t["ref_id"]) for p in report["panels"]
+                     for t in p["targets"] if t["status"] == "empty"}
+    assert empty_targets == NO_DATA_IN_WORKLOAD
+
+    # The queries select what they should: the time filter of each data source, the
+    # panel's own query, "All" matching documents without the field (Flux jobs have no
+    # user name here).
+    by_title = {(p["dashboard"], p["title"]): p for p in report["panels"]}
+    overview = "jobstream: HPC operations overview"
+
+    def hits(title: str, ref: str = "A", board: str = overview) -> int:
+        target = next(t for t in by_title[(board, title)]["targets"] if t["ref_id"] == ref)
+        return int(target["hits"])
+
+    jobs = indexed.jobs
+    assert hits("variable $user", "var") == len(jobs)
+    assert hits("Longest-waiting pending jobs") == sum(d["state"] == "pending" for d in jobs)
+    assert hits("Job ends by result") == sum(d["t_end"] is not None for d in jobs)
+    assert hits("Job flow per minute", "B") == sum(d["t_start"] is not None for d in jobs)
+    assert hits("Queue depth by queue") == len(indexed.snapshots)
+    assert hits("Exceptions, preemptions and requeues") == sum(
+        e.event == "exception" for e in indexed.events)
+    assert hits("Events", board="jobstream: job details") == len(indexed.events)
+
+
+def test_the_range_and_panel_overrides_apply(stack_cfg: Config, indexed: Indexed) -> None:
+    # Before the workload began nothing exists; a panel with its own "last 30 days"
+    # still sees the jobs running now.
+    now_ms = int(time.time() * 1000)
+    result = run_check(stack_cfg, "--json", "--from", str(now_ms - 86_400_000),
+                       "--to", str(now_ms - 3_600_000))
+    report = json.loads(result.output)
+    status = {p["title"]: p["status"] for p in report["panels"]}
+    assert status["Job ends by result"] == "empty"
+    assert status["Running now by bank"] == "ok"
+    assert report["summary"]["broken"] == 0
+    assert result.exit_code == 0
+    assert run_check(stack_cfg, "--from", str(now_ms - 86_400_000),
+                     "--to", str(now_ms - 3_600_000), "--strict").exit_code == 1
+
+
+def _bad_dashboard() -> dict[str, Any]:
+    targets = {
+        "text terms": es_target(JOBS_BY_END, "A", metrics=[metric("count")],
+                                buckets=[terms("job_name.text")]),
+        "keyword percentiles": es_target(JOBS_BY_END, "A", buckets=[terms("queue")],
+                                         metrics=[metric("percentiles", "state",
+                                                         percents=["50"])]),
+        "typo in query": es_target(JOBS_BY_END, "A", query="reslt:failed",
+                                   metrics=[metric("count")], buckets=[terms("queue")]),
+        "derivative": es_target(JOBS_BY_END, "A", buckets=[terms("queue")],
+                                metrics=[metric("count"), metric("derivative", "1")]),
+        "unknown data source": {**es_target(JOBS_BY_END, "A", metrics=[metric("count")],
+                                            buckets=[terms("queue")]),
+                                "datasource": {"type": "elasticsearch", "uid": "nope"}},
+        "fine": es_target(JOBS_BY_SUBMIT, "A", metrics=[metric("count")],
+                          buckets=[terms("queue")]),
+    }
+    panels = []
+    for n, (title, target) in enumerate(targets.items()):
+        p = panel("table", title, [target], w=4, h=4)
+        p["id"] = n + 1
+        panels.append(p)
+    return {"uid": "bad", "title": "bad", "panels": panels, "templating": {"list": []}}
+
+
+def test_broken_panels_are_reported(stack_cfg: Config, indexed: Indexed,
+                                    tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(_bad_dashboard()))
+    result = run_check(stack_cfg, "--json", "--dashboard", str(path))
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    reasons = {p["title"]: (p["status"], p["targets"][0]["reason"]) for p in report["panels"]}
+    assert reasons == {
+        "text terms": ("broken", "type-mismatch"),
+        "keyword percentiles": ("broken", "type-mismatch"),
+        "typo in query": ("broken", "unknown-field"),
+        "derivative": ("broken", "unsupported-aggregation"),
+        "unknown data source": ("broken", "bad-target"),
+        "fine": ("ok", ""),
+    }
+    human = run_check(stack_cfg, "--dashboard", str(path))
+    assert human.exit_code == 1
+    assert "broken" in human.output and "5 broken" in human.output
+
+
+def test_elasticsearch_itself_refuses_what_the_mapping_check_flags(
+        stack_cfg: Config, es: Elasticsearch, indexed: Indexed) -> None:
+    # The mapping rules are not stricter than the server: the same requests fail there.
+    prefix = stack_cfg.elasticsearch.index_prefix
+    now_ms = int(time.time() * 1000)
+    window = TimeRange(now_ms - 3_600_000, now_ms)
+    for target in (_bad_dashboard()["panels"][0]["targets"][0],
+                   _bad_dashboard()["panels"][1]["targets"][0]):
+        header, body = build_search(target, index=alias_name(prefix, Family.JOBS),
+                                    time_field="t_end", time_range=window, interval_ms=60_000)
+        (answer,) = es.msearch(searches=[header, body]).body["responses"]
+        assert "error" in answer, target
+
+
+def test_an_unknown_index_is_broken_and_empty_indices_fail_only_strict(
+        stack_cfg: Config, es: Elasticsearch) -> None:
+    result = run_check(stack_cfg, "--json")
+    assert result.exit_code == 1
+    reasons = {t["reason"] for p in json.loads(result.output)["panels"] for t in p["targets"]
+               if t["datasource"] != "__expr__"}
+    assert reasons == {"missing-index"}
+
+    ensure_indices(es, stack_cfg.elasticsearch.index_prefix, "v1")
+    result = run_check(stack_cfg, "--json")
+    report = json.loads(result.output)
+    assert result.exit_code == 0
+    assert {p["status"] for p in report["panels"]} == {"empty"}
+    assert run_check(stack_cfg, "--strict").exit_code == 1
+    assert len(DATASOURCES) == 5

@@ -1,0 +1,216 @@
+"""The shipped Grafana files: generated from the code, consistent, and fitting the mappings.
+
+Checks what a Grafana server would complain about (ids, grid, data source uids, variables)
+and, against the index mappings of schemas/elasticsearch, every field every target uses.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pipeline.dashboards import render
+from pipeline.dashboards.check import _check_expression
+from pipeline.dashboards.datasources import DATASOURCES
+from pipeline.dashboards.fields import FieldUse, check_use, field_uses, query_fields
+from pipeline.dashboards.grafana_query import substitute, variable_values
+from pipeline.sink.names import Family
+from pipeline.sink.templates import family_body
+
+ROOT = Path(__file__).resolve().parents[2]
+BOARDS = render.dashboards()
+
+
+def _provisioned() -> dict[str, Any]:
+    return yaml.safe_load((render.GRAFANA_DIR / "provisioning/datasources/jobstream.yaml")
+                          .read_text())
+
+
+def _panels(board: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    for p in board["panels"]:
+        yield p
+        yield from p.get("panels", [])
+
+
+def _es_targets(board: Mapping[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    for p in _panels(board):
+        for t in p.get("targets", []):
+            if t["datasource"]["type"] == "elasticsearch":
+                yield p, t
+
+
+def _mapping_types(family: Family) -> dict[str, frozenset[str]]:
+    """Field name -> type from the index template (objects and multi-fields flattened)."""
+    out: dict[str, frozenset[str]] = {}
+
+    def walk(props: Mapping[str, Any], prefix: str) -> None:
+        for name, spec in props.items():
+            full = prefix + name
+            out[full] = frozenset({spec.get("type", "object")})
+            walk(spec.get("properties", {}), full + ".")
+            walk(spec.get("fields", {}), full + ".")
+
+    walk(family_body(family)["mappings"]["properties"], "")
+    return out
+
+
+def test_committed_files_are_the_generators_output() -> None:
+    assert render.stale() == [], "run `jobstream dashboards build` and commit grafana/"
+
+
+def test_render_writes_what_stale_compares(tmp_path: Path) -> None:
+    assert sorted(render.write(tmp_path)) == sorted(render.files())
+    assert render.stale(tmp_path) == []
+    (tmp_path / "dashboards/jobstream-job.json").write_text("{}")
+    assert render.stale(tmp_path) == ["dashboards/jobstream-job.json"]
+
+
+def test_datasource_provisioning() -> None:
+    prov = _provisioned()
+    assert prov["apiVersion"] == 1
+    sources = prov["datasources"]
+    assert [s["uid"] for s in sources] == [d.uid for d in DATASOURCES]
+    assert len({s["name"] for s in sources}) == len(sources)
+    for src, ds in zip(sources, DATASOURCES, strict=True):
+        assert src["type"] == "elasticsearch" and src["access"] == "proxy"
+        assert src["url"] == "${ES_URL}"
+        data = src["jsonData"]
+        assert data["index"] == "${JOBSTREAM_ELASTICSEARCH__INDEX_PREFIX}" + ds.family.value
+        assert data["interval"] == ""  # an alias, not a dated index pattern
+        assert data["maxConcurrentShardRequests"] == 5
+        assert re.fullmatch(r"\d+\.\d+\.\d+", data["esVersion"])
+        # the time field is a date of that index
+        assert _mapping_types(ds.family)[data["timeField"]] == {"date"}, src["name"]
+    by_time = {(d.family, d.time_field) for d in DATASOURCES}
+    assert {(Family.JOBS, "t_submit"), (Family.JOBS, "t_start"), (Family.JOBS, "t_end"),
+            (Family.EVENTS, "@timestamp"), (Family.SNAPSHOTS, "timestamp")} == by_time
+
+
+def test_dashboard_provider_points_where_compose_mounts_the_dashboards() -> None:
+    prov = yaml.safe_load((render.GRAFANA_DIR / "provisioning/dashboards/jobstream.yaml")
+                          .read_text())
+    (provider,) = prov["providers"]
+    assert provider["type"] == "file"
+    path = provider["options"]["path"]
+    compose = (ROOT / "compose/docker-compose.yml").read_text()
+    assert f"../grafana/dashboards:{path}" in compose
+    assert "../grafana/provisioning:/etc/grafana/provisioning" in compose
+
+
+def test_dashboard_uids_and_titles_are_unique() -> None:
+    assert len({b["uid"] for b in BOARDS}) == len(BOARDS)
+    assert len({b["title"] for b in BOARDS}) == len(BOARDS)
+
+
+@pytest.mark.parametrize("board", BOARDS, ids=lambda b: b["uid"])
+def test_panel_ids_and_grid(board: dict[str, Any]) -> None:
+    panels = list(_panels(board))
+    ids = [p["id"] for p in panels]
+    assert len(set(ids)) == len(ids)
+    cells: set[tuple[int, int]] = set()
+    for p in panels:
+        pos = p["gridPos"]
+        assert pos["w"] > 0 and pos["h"] > 0 and pos["x"] >= 0 and pos["y"] >= 0
+        assert pos["x"] + pos["w"] <= 24, p["title"]
+        mine = {(x, y) for x in range(pos["x"], pos["x"] + pos["w"])
+                for y in range(pos["y"], pos["y"] + pos["h"])}
+        assert not mine & cells, f"{p['title']} overlaps another panel"
+        cells |= mine
+
+
+@pytest.mark.parametrize("board", BOARDS, ids=lambda b: b["uid"])
+def test_targets(board: dict[str, Any]) -> None:
+    uids = {s["uid"] for s in _provisioned()["datasources"]}
+    for p in _panels(board):
+        targets = p.get("targets", [])
+        if p["type"] == "row":
+            assert not targets
+            continue
+        assert targets, p["title"]
+        refs = [t["refId"] for t in targets]
+        assert len(set(refs)) == len(refs), p["title"]
+        for t in targets:
+            if t["datasource"]["type"] == "__expr__":
+                assert _check_expression(t, set(refs)).status == "ok", p["title"]
+                continue
+            assert t["datasource"]["uid"] in uids, p["title"]
+            assert t["metrics"], p["title"]
+            assert isinstance(t["bucketAggs"], list)
+            if p["type"] == "timeseries":
+                assert t["bucketAggs"][-1]["type"] == "date_histogram", p["title"]
+            ids = [m["id"] for m in t["metrics"]] + [b["id"] for b in t["bucketAggs"]]
+            assert len(set(ids)) == len(ids), p["title"]
+        if p["datasource"]["uid"] != "-- Mixed --":
+            assert {t["datasource"]["uid"] for t in targets
+                    if t["datasource"]["type"] != "__expr__"} == {p["datasource"]["uid"]}
+
+
+@pytest.mark.parametrize("board", BOARDS, ids=lambda b: b["uid"])
+def test_no_elasticsearch_scripts(board: dict[str, Any]) -> None:
+    # The design's rule: the test Elasticsearch has no painless and no aggregations module.
+    text = json.dumps(board)
+    for banned in ("bucket_script", "derivative", "moving_fn", "moving_avg", '"script"',
+                   "serial_diff"):
+        assert banned not in text
+
+
+@pytest.mark.parametrize("board", BOARDS, ids=lambda b: b["uid"])
+def test_every_variable_is_used_and_every_used_variable_exists(board: dict[str, Any]) -> None:
+    variables = board["templating"]["list"]
+    names = {v["name"] for v in variables}
+    for var in variables:
+        others = json.dumps([board["panels"], [v for v in variables if v is not var],
+                             board["links"]])
+        assert re.search(r"\$\{?" + var["name"] + r"\b", others), f"${var['name']} unused"
+    used = set(re.findall(r"\$\{?([a-z][a-z_]*)", json.dumps(board)))
+    builtins = {"__field", "__value", "__data", "__url_time_range", "__all"}
+    assert used - names - builtins == set()
+
+
+@pytest.mark.parametrize("board", BOARDS, ids=lambda b: b["uid"])
+def test_every_field_fits_the_mapping(board: dict[str, Any]) -> None:
+    types = {f: _mapping_types(f) for f in Family}
+    values = variable_values(board)
+    by_uid = {d.uid: d for d in DATASOURCES}
+    for p, raw in _es_targets(board):
+        t = substitute(raw, values)
+        ds = by_uid[t["datasource"]["uid"]]
+        for use in field_uses(t, ds.time_field):
+            assert check_use(use, types[ds.family]) is None, (p["title"], use)
+    for var in board["templating"]["list"]:
+        if var["type"] == "query":
+            find = json.loads(var["query"])
+            ds = by_uid[var["datasource"]["uid"]]
+            assert check_use(FieldUse(find["field"], "terms"), types[ds.family]) is None
+            for name in query_fields(substitute(find.get("query", ""), values)):
+                assert check_use(FieldUse(name, "query"), types[ds.family]) is None
+
+
+def test_the_overview_covers_the_operations_questions() -> None:
+    overview = next(b for b in BOARDS if b["uid"] == "jobstream-overview")
+    titles = " | ".join(p["title"].lower() for p in _panels(overview))
+    for words in ("queue depth", "pending demand", "running cores", "by bank", "job flow",
+                  "ends by result", "failure rate", "exceptions", "wait since submit",
+                  "wait since eligible", "oldest pending", "prolog and epilog",
+                  "node-hours by bank", "top users", "job sizes", "fast failures",
+                  "freshness"):
+        assert words in titles
+    assert {v["name"] for v in overview["templating"]["list"]} >= {
+        "cluster", "queue", "bank", "user"}
+
+
+def test_the_drill_down_reads_one_job() -> None:
+    job = next(b for b in BOARDS if b["uid"] == "jobstream-job")
+    assert {v["name"]: v["type"] for v in job["templating"]["list"]} == {
+        "cluster": "query", "job_id": "textbox"}
+    sources = {t["datasource"]["uid"] for _, t in _es_targets(job)}
+    assert sources == {"jobstream-jobs-submit", "jobstream-events"}
+    for _, t in _es_targets(job):
+        assert "job_id:$job_id" in t["query"]
+        assert t["metrics"][0]["type"] in ("raw_data", "logs")
