@@ -33,7 +33,15 @@ SLURM_PARTITIONS = {"short": 16, "long": 32, "gpu": 8}
 CORES_PER_NODE = 32
 GPUS_PER_NODE = 4
 
-#: outcome -> weight. Flux has no node_fail/oom results of its own: they come out as failed.
+#: Job ids grow with submit time from this instant (2026-01-01 UTC), as a real scheduler's
+#: do, so that runs of the generator on one stack never reuse a job id: a reused id would
+#: fold into the earlier job's state (Flux) or become a new incarnation of it (Slurm).
+ID_EPOCH = 1_767_225_600
+#: Slurm ids handed out per second of submit time (more jobs in a second take the next ids)
+SLURM_IDS_PER_S = 10
+
+#: outcome -> weight. On Flux, node_fail and oom are fatal exceptions of those types (the
+#: fold refines flux-core's "failed" by them), and "exception" an exec exception (failed).
 OUTCOMES = {"completed": 62, "failed": 12, "timeout": 5, "cancelled_pending": 5,
             "cancelled_running": 5, "node_fail": 3, "oom": 4, "exception": 4}
 
@@ -136,7 +144,7 @@ class Workload:
         timelimit = float(rng.choice([60, 300, 900]))
         wait, run = self._lifetimes(timelimit, outcome)
         # FLUID: milliseconds since the instance started, above 22 bits of generator/sequence
-        jobid = (int((t0 - self.spec.start) * 1000) + 1) << 22 | (self._n & 0x3FFFFF)
+        jobid = (int((t0 - ID_EPOCH) * 1000) + 1) << 22 | (self._n & 0x3FFFFF)
         name = rng.choice(["sim", "train", "analysis", "post", "mpi-run"])
         per_node_cores = max(cores // nodes, 1)
         slot_with: list[dict[str, Any]] = [{"type": "core", "count": per_node_cores}]
@@ -197,7 +205,8 @@ class Workload:
             kind = {"node_fail": "node-failure", "oom": "oom", "exception": "exec"}[outcome]
             events.append((te, "exception", {"type": kind, "severity": 0,
                                              "note": f"{kind} on {hosts[0]}"}))
-            status, result = 9, "failed"
+            status = 9
+            result = {"node_fail": "node_fail", "oom": "oom", "exception": "failed"}[outcome]
         events += [(te + 0.01, "finish", {"status": status}),
                    (te + 0.02, "epilog-start", {"description": "epilog"}),
                    (te + 0.03, "release", {"ranks": "all", "final": True}),
@@ -238,7 +247,9 @@ class Workload:
             gpus = nodes * rng.choice([1, 2, 4])
         limit_min = rng.choice([1, 5, 15])
         wait, run = self._lifetimes(limit_min * 60.0, outcome)
-        jobid = self._slurm_ids[cluster] = self._slurm_ids.get(cluster, 1000) + 1
+        jobid = max(self._slurm_ids.get(cluster, 0) + 1,
+                    1000 + int((t0 - ID_EPOCH) * SLURM_IDS_PER_S))
+        self._slurm_ids[cluster] = jobid
         name = rng.choice(["sim", "train", "analysis", "post", "mpi-run"])
         qos = rng.choice(["normal", "normal", "high"])
         # Slurm's records have whole seconds
