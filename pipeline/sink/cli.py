@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 from types import FrameType
 
@@ -37,6 +38,9 @@ def sink(ctx: click.Context, generation: str | None, group_id: str | None) -> No
     Ctrl-C flushes, commits and exits (a second one exits at once).
     """
     cfg = get_config(ctx)
+    if not logging.getLogger().isEnabledFor(logging.DEBUG):
+        # one line per HTTP request is debugging detail; the sink logs one line per flush
+        logging.getLogger("elastic_transport.transport").setLevel(logging.WARNING)
     runner = SinkRunner(cfg, generation=generation, group_id=group_id)
 
     def on_signal(signum: int, _: FrameType | None) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
@@ -126,7 +126,7 @@ class SinkRunner:
         self._batch = _Batch()
         self._consumer: Consumer | None = None
         self._stopping = False
-        self._flushing = False
+        self._paused = False
         self._closing = False
         self._dlq_failures: list[str] = []
         self._next_follow = 0.0
@@ -156,7 +156,8 @@ class SinkRunner:
                     ",".join(self._families), self._generation)
 
     def run(self, *, until: Callable[[SinkStats], bool] | None = None) -> SinkStats:
-        """Run until :meth:`stop` (or ``until(stats)`` is true after a flush)."""
+        """Run until :meth:`stop`, or until ``until(stats)`` is true when nothing is
+        waiting to be flushed (checked after each flush and while idle)."""
         if self._consumer is None:
             self.setup()
         try:
@@ -164,6 +165,8 @@ class SinkRunner:
                 self._poll()
                 if self._due():
                     self.flush()
+                if not self._batch.records:
+                    self._commit()  # again, if the last commit failed
                     if until is not None and until(self.stats):
                         break
                 self._maybe_follow()
@@ -196,7 +199,10 @@ class SinkRunner:
                                       timeout=min(max(timeout, 0.0), MAX_POLL_S))
         self._accept(msgs)
 
-    def _accept(self, msgs: Iterable[Message]) -> None:
+    def _accept(self, msgs: Sequence[Message]) -> None:
+        if msgs:
+            logger.debug("polled %d message(s); batch holds %d", len(msgs),
+                         len(self._batch.records) + len(msgs))
         for msg in msgs:
             err = msg.error()
             if err is not None:
@@ -239,10 +245,8 @@ class SinkRunner:
         batch, self._batch = self._batch, _Batch()
         if not batch.records:
             return
-        self._flushing = True
         started = self._clock()
         try:
-            self._pause()
             failed = self._write(batch.records)
             self._deliver_dlq()
             for rec in batch.records:
@@ -250,7 +254,6 @@ class SinkRunner:
                     self._tracker.ack(rec.tp[0], rec.tp[1], rec.msg.offset())
             self._commit()
         finally:
-            self._flushing = False
             self._resume()
         self.stats.flushes += 1
         self.stats.retries = self._bulk.retries
@@ -344,6 +347,7 @@ class SinkRunner:
     def _wait(self, seconds: float) -> None:
         """Sleep while a flush is blocked, keeping the consumer in its group."""
         deadline = self._clock() + seconds
+        self._pause()
         while True:
             if self._stopping:
                 raise _Stopped
@@ -359,15 +363,18 @@ class SinkRunner:
                 return
 
     def _pause(self) -> None:
-        if self._consumer is not None:
+        # Only when a flush has to wait: pausing drops librdkafka's prefetched messages.
+        if self._consumer is not None and not self._paused:
             self._consumer.pause(self._consumer.assignment())
+            self._paused = True
 
     def _resume(self) -> None:
-        if self._consumer is not None and not self._closing:
+        if self._consumer is not None and self._paused and not self._closing:
             self._consumer.resume(self._consumer.assignment())
+        self._paused = False
 
     def _on_assign(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
-        if self._flushing:
+        if self._paused:
             consumer.pause(partitions)
         logger.info("assigned %s", _names(partitions))
 

@@ -40,8 +40,9 @@ def cfg(stack_cfg: Config) -> Config:
 
 def drain(cfg: Config, **kwargs: Any) -> SinkRunner:
     """Run a sink until it has committed everything on its topics."""
+    n = uncommitted(cfg)
     runner = SinkRunner(cfg, **kwargs)
-    run_sink(runner, lambda _: uncommitted(cfg) == 0)
+    run_sink(runner, lambda s: s.records >= n and uncommitted(cfg) == 0)
     return runner
 
 

@@ -1,0 +1,217 @@
+"""The sink under faults: SIGKILL mid-run, and Elasticsearch down for 30 s mid-run.
+
+Offsets are committed only after Elasticsearch acknowledged: after a SIGKILL every record
+below a committed offset is in Elasticsearch, and a restart completes the rest without a
+duplicate. The outage test runs a private Elasticsearch (the stack's distribution on a free
+port and its own data), so stopping it disturbs no other test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from elasticsearch import Elasticsearch
+from sink_feed import (
+    Feed,
+    all_docs,
+    committed,
+    create_topics,
+    event_doc,
+    job_doc,
+    read_range,
+    run_sink,
+    uncommitted,
+)
+
+from pipeline.config import Config
+from pipeline.sink.names import Family, alias_name
+from pipeline.sink.runner import SinkRunner
+from pipeline.stack import service, start_service, stop_service
+
+OUTAGE_S = 30.0
+
+
+def feed_jobs(feed: Feed, jobs: range, revisions: tuple[int, ...] = (1, 2, 3)) -> None:
+    """States (revisions interleaved across jobs) and three events per job."""
+    for rev in revisions:
+        for n in jobs:
+            feed.state(job_doc(n, rev))
+            if rev == revisions[-1]:
+                for k in range(3):
+                    feed.event(event_doc(n, k))
+    feed.flush()
+
+
+def check_final(feed: Feed, es: Elasticsearch, cfg: Config, jobs: range) -> None:
+    p = cfg.elasticsearch.index_prefix
+    docs = all_docs(es, alias_name(p, Family.JOBS))
+    assert set(docs) == {f"c1:{n}" for n in jobs}
+    bad = [d["job_id"] for d in docs.values() if d != feed.indexed(job_doc(int(d["job_id"]), 3))]
+    assert bad == []
+    events = all_docs(es, alias_name(p, Family.EVENTS))
+    assert set(events) == {f"c1-{n}-{k}" for n in jobs for k in range(3)}
+
+
+def sink_env(cfg: Config) -> dict[str, str]:
+    t = cfg.topics
+    return {**os.environ, "JOBSTREAM_CONFIG": "/dev/null",
+            "JOBSTREAM_KAFKA__BOOTSTRAP": cfg.kafka.bootstrap,
+            "JOBSTREAM_KAFKA__PROPERTIES_FILE": cfg.kafka.properties_file,
+            "JOBSTREAM_ELASTICSEARCH__URL": cfg.elasticsearch.url,
+            "JOBSTREAM_ELASTICSEARCH__INDEX_PREFIX": cfg.elasticsearch.index_prefix,
+            "JOBSTREAM_TOPICS__STATE": t.state, "JOBSTREAM_TOPICS__EVENTS": t.events,
+            "JOBSTREAM_TOPICS__SNAPSHOTS": t.snapshots, "JOBSTREAM_TOPICS__DLQ": t.dlq,
+            "JOBSTREAM_WORKER__APP_ID": cfg.worker.app_id,
+            "JOBSTREAM_SINK__MAX_BATCH": str(cfg.sink.max_batch),
+            "JOBSTREAM_SINK__FLUSH_INTERVAL_S": str(cfg.sink.flush_interval_s)}
+
+
+def jobstream() -> list[str]:
+    return [str(Path(sys.executable).with_name("jobstream"))]
+
+
+def count(es: Elasticsearch, index: str) -> int:
+    es.options(ignore_status=404).indices.refresh(index=index)
+    resp = es.options(ignore_status=404).count(index=index)
+    return int(resp.get("count", 0))
+
+
+def test_sigkill_mid_run_commits_only_what_elasticsearch_has(
+        stack_cfg: Config, es: Elasticsearch, tmp_path: Path) -> None:
+    # A killed member stays in the group until its session times out (45 s by default):
+    # a short session lets the restarted sink get the partitions soon.
+    props = tmp_path / "librdkafka.properties"
+    props.write_text("session.timeout.ms=6000\nheartbeat.interval.ms=500\n")
+    cfg = stack_cfg.replace(sink={"max_batch": 100, "flush_interval_s": 0.2},
+                            kafka={"properties_file": str(props)})
+    create_topics(cfg)
+    jobs = range(2000)
+    feed = Feed(cfg)
+    feed_jobs(feed, jobs)
+    events_alias = alias_name(cfg.elasticsearch.index_prefix, Family.EVENTS)
+    jobs_alias = alias_name(cfg.elasticsearch.index_prefix, Family.JOBS)
+
+    log = (tmp_path / "sink.log").open("wb")
+    proc = subprocess.Popen([*jobstream(), "-v", "sink"], env=sink_env(cfg), cwd=tmp_path,
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while count(es, events_alias) == 0:
+            assert proc.poll() is None, (tmp_path / "sink.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the sink wrote nothing in 120 s"
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    left = uncommitted(cfg)
+    assert left > 0, "the sink finished before the kill: the test proves nothing"
+
+    # Everything below a committed offset is in Elasticsearch.
+    codecs = feed.codecs
+    for topic, codec in ((cfg.topics.events, codecs["events"]),
+                         (cfg.topics.state, codecs["state"])):
+        for partition, offset in committed(cfg, topic).items():
+            records = [codec.decode(m.value()) for m in read_range(cfg, topic, partition, offset)]
+            if topic == cfg.topics.events:
+                ids = [r["event_id"] for r in records]
+                got = es.mget(index=events_alias, ids=ids, source=False)["docs"] if ids else []
+                assert all(d["found"] for d in got), f"{topic}[{partition}] below {offset}"
+            else:
+                newest: dict[str, int] = {}
+                for r in records:
+                    key = f"c1:{r['job_id']}"
+                    newest[key] = max(newest.get(key, 0), r["revision"])
+                es.indices.refresh(index=jobs_alias)
+                hits = es.search(index=jobs_alias, query={"ids": {"values": list(newest)}},
+                                 size=max(len(newest), 1), source=["revision"])["hits"]["hits"]
+                have = {h["_id"]: h["_source"]["revision"] for h in hits}
+                assert all(have.get(k, 0) >= v for k, v in newest.items()), \
+                    f"{topic}[{partition}] below {offset}"
+
+    # A restart completes the rest; nothing is duplicated.
+    runner = SinkRunner(cfg)
+    run_sink(runner, lambda s: s.records >= left and uncommitted(cfg) == 0)
+    check_final(feed, es, cfg, jobs)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def private_es(stack_cfg: Config) -> Iterator[Config]:
+    """An Elasticsearch of this test alone: the stack's distribution (symlinked, not fetched
+    again), a free port, its own data."""
+    cache = Path(tempfile.mkdtemp(prefix="js-es-", dir="/tmp"))
+    cache.chmod(0o755)  # the Elasticsearch system user must traverse it
+    own = stack_cfg.replace(stack={"cache_dir": str(cache),
+                                   "elasticsearch_port": _free_port()})
+    shared_home = service(stack_cfg, "elasticsearch").home  # type: ignore[attr-defined]
+    own_home = service(own, "elasticsearch").home  # type: ignore[attr-defined]
+    own_home.symlink_to(shared_home)
+    try:
+        start_service(own, "elasticsearch")
+        yield own.replace(elasticsearch={"url": f"http://127.0.0.1:{own.stack.elasticsearch_port}"})
+    finally:
+        stop_service(own, "elasticsearch")
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def test_elasticsearch_down_30s_mid_run_loses_nothing(private_es: Config) -> None:
+    cfg = private_es.replace(sink={"max_batch": 200, "flush_interval_s": 0.2})
+    create_topics(cfg)
+    es = Elasticsearch(cfg.elasticsearch.url, request_timeout=30)
+    events_alias = alias_name(cfg.elasticsearch.index_prefix, Family.EVENTS)
+    jobs = range(1500)
+    feed = Feed(cfg)
+    feed_jobs(feed, jobs[:500])
+
+    runner = SinkRunner(cfg)
+    done = threading.Event()
+    box: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            box["stats"] = run_sink(runner, lambda s: done.is_set()
+                                    and s.records >= feed.count and uncommitted(cfg) == 0)
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while count(es, events_alias) == 0:
+        assert "error" not in box, box
+        assert time.monotonic() < deadline, "the sink wrote nothing in 120 s"
+        time.sleep(0.05)
+
+    stop_service(cfg, "elasticsearch")
+    down_at = time.monotonic()
+    # Records keep arriving while Elasticsearch is down: the sink must hold them.
+    feed_jobs(feed, jobs[500:])
+    feed_jobs(feed, jobs[:500], revisions=(3,))  # and redeliveries of finished jobs
+    time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down_at)))
+    pending = uncommitted(cfg)
+    start_service(cfg, "elasticsearch")
+    done.set()
+    thread.join()
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+
+    assert pending > 0, "nothing was left to write when Elasticsearch went down"
+    assert runner.stats.retries > 0  # it did see the outage
+    check_final(feed, es, cfg, jobs)
+    es.close()
