@@ -154,8 +154,8 @@ class Checker:
         for raw in panel["targets"]:
             target = substitute(raw, values)
             ds_ref = target.get("datasource") or panel.get("datasource") or {}
-            uid = str(ds_ref.get("uid", ""))
-            if ds_ref.get("type") == "__expr__":
+            uid = _uid(ds_ref)
+            if uid == "__expr__":
                 reports.append(_check_expression(target, refs))
                 continue
             min_interval = str(panel.get("interval") or "")
@@ -170,10 +170,13 @@ class Checker:
     def _check_variable(self, board: str, var: Mapping[str, Any], values: Mapping[str, str],
                         time_range: TimeRange) -> PanelReport:
         """A terms variable as Grafana queries it: count by the field's values."""
-        uid = str((var.get("datasource") or {}).get("uid", ""))
+        uid = _uid(var.get("datasource") or {})
         title = f"variable ${var.get('name')}"
+        query = var.get("query")
+        if isinstance(query, Mapping):  # newer Grafana wraps it: {"query": "...", ...}
+            query = query.get("query")
         try:
-            definition = json.loads(str(var.get("query") or "{}"))
+            definition = json.loads(str(query or "{}"))
         except ValueError:
             definition = {}
         if not isinstance(definition, dict):
@@ -235,6 +238,9 @@ class Checker:
                 caps = self.es.field_caps(index=index, fields="*")
             except NotFoundError:
                 self._types[index] = f"index or alias {index!r} does not exist"
+            except ApiError as exc:  # authorization and the like: nothing can be checked
+                raise ServiceError(f"Elasticsearch refused to describe {index!r}: "
+                                   f"{exc}") from exc
             except TransportError as exc:
                 raise ServiceError(f"Elasticsearch unreachable: {exc}") from exc
             else:
@@ -270,6 +276,13 @@ class Checker:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _uid(ref: Any) -> str:
+    """A data source reference's uid (older dashboards name the data source by a string)."""
+    if isinstance(ref, Mapping):
+        return str(ref.get("uid") or ref.get("type") or "")
+    return str(ref or "")
 
 
 def _panels(board: Mapping[str, Any]) -> list[Mapping[str, Any]]:

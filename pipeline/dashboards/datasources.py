@@ -77,7 +77,8 @@ DATASOURCES: tuple[DataSource, ...] = (JOBS_BY_SUBMIT, JOBS_BY_START, JOBS_BY_EN
 
 
 def by_uid(uid: str, sources: Sequence[DataSource] = DATASOURCES) -> DataSource | None:
-    return next((ds for ds in sources if ds.uid == uid), None)
+    """The data source with this uid (or, as older dashboards refer to it, this name)."""
+    return next((ds for ds in sources if uid in (ds.uid, ds.name)), None)
 
 
 def provisioning_yaml(sources: Sequence[DataSource] = DATASOURCES) -> str:

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from pipeline.dashboards.check import Status, TargetReport, _classify, _has_data, _panel_status
+from pipeline.dashboards.check import (
+    Status,
+    TargetReport,
+    _classify,
+    _has_data,
+    _panel_status,
+    _uid,
+)
+from pipeline.dashboards.datasources import JOBS_BY_END, by_uid
 from pipeline.dashboards.fields import FieldUse, check_use, field_types, field_uses, query_fields
 
 TYPES = field_types({"fields": {
@@ -106,3 +114,12 @@ def test_error_classification() -> None:
     missing = {"type": "index_not_found_exception", "reason": "no such index [x]"}
     assert _classify(missing, "")[0] == "missing-index"
     assert _classify("boom", "boom") == ("es-error", "boom")
+
+
+def test_data_source_references() -> None:
+    assert _uid({"type": "elasticsearch", "uid": "jobstream-jobs-end"}) == "jobstream-jobs-end"
+    assert _uid({"type": "__expr__", "uid": "__expr__"}) == "__expr__"
+    assert _uid("jobstream jobs by end time") == "jobstream jobs by end time"
+    assert by_uid("jobstream jobs by end time") is JOBS_BY_END
+    assert by_uid("jobstream-jobs-end") is JOBS_BY_END
+    assert by_uid("nope") is None
