@@ -158,9 +158,9 @@ class SinkRunner:
     def run(self, *, until: Callable[[SinkStats], bool] | None = None) -> SinkStats:
         """Run until :meth:`stop`, or until ``until(stats)`` is true when nothing is
         waiting to be flushed (checked after each flush and while idle)."""
-        if self._consumer is None:
-            self.setup()
         try:
+            if self._consumer is None:
+                self.setup()
             while not self._stopping:
                 self._poll()
                 if self._due():

@@ -9,6 +9,7 @@ port and its own data), so stopping it disturbs no other test.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -17,7 +18,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -215,3 +216,59 @@ def test_elasticsearch_down_30s_mid_run_loses_nothing(private_es: Config) -> Non
     assert runner.stats.retries > 0  # it did see the outage
     check_final(feed, es, cfg, jobs)
     es.close()
+
+
+def _log_has(path: Path, proc: subprocess.Popen[bytes], pattern: str,
+             ok: Callable[[re.Match[str]], bool] = lambda _: True) -> None:
+    """Wait until a line of the process's log matches ``pattern`` and ``ok(match)``."""
+    deadline = time.monotonic() + 120
+    rx = re.compile(pattern)
+    while True:
+        text = path.read_text(errors="replace")
+        if any(ok(m) for m in rx.finditer(text)):
+            return
+        assert proc.poll() is None, f"the sink exited early:\n{text[-3000:]}"
+        assert time.monotonic() < deadline, f"no {pattern!r} in the log:\n{text[-3000:]}"
+        time.sleep(0.05)
+
+
+def test_sigterm_flushes_and_commits_what_was_read(stack_cfg: Config, es: Elasticsearch,
+                                                   tmp_path: Path) -> None:
+    # A flush interval and batch size the test never reaches: only the stop flushes.
+    cfg = stack_cfg.replace(sink={"max_batch": 1_000_000, "flush_interval_s": 3600.0})
+    create_topics(cfg)
+    feed = Feed(cfg)
+    feed_jobs(feed, range(100), revisions=(3,))
+    log = tmp_path / "sink.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([*jobstream(), "-vv", "sink"], env=sink_env(cfg), cwd=tmp_path,
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        _log_has(log, proc, r"batch holds (\d+)", lambda m: int(m[1]) == feed.count)
+        events_alias = alias_name(cfg.elasticsearch.index_prefix, Family.EVENTS)
+        assert count(es, events_alias) == 0  # read, not written yet
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(120) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert count(es, events_alias) == 300
+    assert uncommitted(cfg) == 0
+
+
+def test_sigterm_while_elasticsearch_is_unreachable_exits_unavailable(
+        stack_cfg: Config, tmp_path: Path) -> None:
+    cfg = stack_cfg.replace(elasticsearch={"url": f"http://127.0.0.1:{_free_port()}"})
+    create_topics(cfg)
+    log = tmp_path / "sink.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([*jobstream(), "-v", "sink"], env=sink_env(cfg), cwd=tmp_path,
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        _log_has(log, proc, r"elasticsearch retry=2 ")  # it waits, and says so
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(120) == 69
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "stopped while Elasticsearch or Kafka was unavailable" in log.read_text()
