@@ -26,7 +26,8 @@ __all__ = ["UID", "build"]
 
 UID = JOB_UID
 
-JOB = "job_id:$job_id AND (cluster:$cluster)"
+#: Flux users know a job by its f58 id (ƒ...) as often as by the decimal one.
+JOB = "(job_id:$job_id OR job_id_f58:$job_id) AND (cluster:$cluster)"
 
 _DURATIONS = ("wait_s", "eligible_wait_s", "run_s", "prolog_s", "epilog_s")
 
@@ -53,8 +54,7 @@ def build() -> dict[str, Any]:
         panel("table", "Job document", [
             es_target(JOBS_BY_SUBMIT, "A", query=JOB, metrics=[metric("raw_data", size="5")]),
         ], w=12, h=14,
-            transformations=[{"id": "reduce", "options": {"reducers": ["lastNotNull"],
-                                                          "mode": "seriesToRows"}}],
+            transformations=[{"id": "transpose", "options": {}}],
             description="The job's document in hpc-jobs, one row per field."),
     )
     grid.add(
@@ -74,8 +74,8 @@ def build() -> dict[str, Any]:
     variables = [
         query_var("cluster", "Cluster", JOBS_BY_SUBMIT, "cluster", all_value=ALL),
         textbox_var("job_id", "Job id", "*",
-                    description="The job id as the scheduler prints it (Flux: the decimal "
-                                "id); * lists every job in the range."),
+                    description="The job id as the scheduler prints it (Flux: decimal or "
+                                "f58); * lists every job in the range."),
     ]
     return dashboard(
         UID, "jobstream: job details",

@@ -22,6 +22,7 @@ from pipeline.cli import main
 from pipeline.config import Config
 from pipeline.dashboards import render
 from pipeline.dashboards.builder import es_target, metric, panel, terms
+from pipeline.dashboards.check import Checker
 from pipeline.dashboards.datasources import DATASOURCES, JOBS_BY_END, JOBS_BY_SUBMIT
 from pipeline.dashboards.grafana_query import TimeRange, build_search
 from pipeline.sink.names import Family, alias_name
@@ -179,3 +180,21 @@ def test_an_unknown_index_is_broken_and_empty_indices_fail_only_strict(
     assert {p["status"] for p in report["panels"]} == {"empty"}
     assert run_check(stack_cfg, "--strict").exit_code == 1
     assert len(DATASOURCES) == 5
+
+
+def test_the_drill_down_selects_one_job_by_either_id(stack_cfg: Config, es: Elasticsearch,
+                                                     indexed: Indexed) -> None:
+    flux = next(d for d in indexed.jobs if d["scheduler"] == "flux" and d["state"] == "done")
+    events = sum(e.job_id == flux["job_id"] and e.cluster == flux["cluster"]
+                 for e in indexed.events)
+    board = next(b for b in render.dashboards() if b["uid"] == "jobstream-job")
+    now_ms = int(time.time() * 1000)
+    checker = Checker(es, prefix=stack_cfg.elasticsearch.index_prefix, now_ms=now_ms)
+    for job_id in (flux["job_id"], flux["job_id_f58"]):
+        for var in board["templating"]["list"]:
+            if var["name"] == "job_id":
+                var["current"] = {"text": job_id, "value": job_id}
+        reports = {r.title: r for r in checker.check_dashboard(
+            board, TimeRange(now_ms - 86_400_000, now_ms))}
+        assert reports["Events"].targets[0].hits == events
+        assert reports["Job document"].targets[0].hits == 1

@@ -212,5 +212,5 @@ def test_the_drill_down_reads_one_job() -> None:
     sources = {t["datasource"]["uid"] for _, t in _es_targets(job)}
     assert sources == {"jobstream-jobs-submit", "jobstream-events"}
     for _, t in _es_targets(job):
-        assert "job_id:$job_id" in t["query"]
+        assert "(job_id:$job_id OR job_id_f58:$job_id)" in t["query"]
         assert t["metrics"][0]["type"] in ("raw_data", "logs")
