@@ -40,7 +40,7 @@ __all__ = ["SinkRunner", "SinkStats"]
 logger = logging.getLogger(__name__)
 
 STAGE = "sink"
-#: How often a sink that follows the aliases checks whether a replay moved them.
+#: How often a sink that follows the aliases checks whether a replay moved them (default).
 FOLLOW_INTERVAL_S = 30.0
 #: Longest single poll, so that a stop request is seen promptly.
 MAX_POLL_S = 0.5
@@ -95,17 +95,20 @@ class SinkRunner:
         they point at, ``v1`` when there are none)
     :param live: whether this generation carries the aliases (None = decide from them)
     :param group_id: consumer group (default ``<worker.app_id>-sink``)
+    :param follow_interval_s: how often a following sink reads the aliases
     :param es, producer, codecs, clock: injected for tests and tools; built from ``cfg``
         when None
     """
 
     def __init__(self, cfg: Config, *, generation: str | None = None, live: bool | None = None,
-                 group_id: str | None = None, es: Elasticsearch | None = None,
+                 group_id: str | None = None, follow_interval_s: float = FOLLOW_INTERVAL_S,
+                 es: Elasticsearch | None = None,
                  producer: Producer | None = None, codecs: dict[str, AvroCodec] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.cfg = cfg
         self.stats = SinkStats()
         self._follow = generation is None
+        self._follow_interval_s = follow_interval_s
         self._generation = generation or DEFAULT_GENERATION
         self._live = live
         self._group_id = group_id or f"{cfg.worker.app_id}-sink"
@@ -399,18 +402,20 @@ class SinkRunner:
             self._set_generation(current or DEFAULT_GENERATION)
         self._bulk.call(lambda: ensure_indices(self._es, prefix, self._generation,
                                                live=self._live), "create the indices")
-        self._next_follow = self._clock() + FOLLOW_INTERVAL_S
+        self._next_follow = self._clock() + self._follow_interval_s
 
     def _maybe_follow(self) -> None:
-        """After a replay moved the aliases, write the generation they point at."""
+        """After a replay moved the aliases, write the generation they point at.
+
+        Records not flushed yet go to the new generation too (they are converted at flush
+        time): readers see the new one now."""
         if not self._follow or self._clock() < self._next_follow:
             return
-        self._next_follow = self._clock() + FOLLOW_INTERVAL_S
+        self._next_follow = self._clock() + self._follow_interval_s
         current = self._bulk.call(
             lambda: live_generation(self._es, self.cfg.elasticsearch.index_prefix),
             "read the aliases")
         if current and current != self._generation:
-            self.flush()
             logger.warning("aliases moved to generation %s; writing it from now on", current)
             self._set_generation(current)
             self._bulk.call(lambda: ensure_indices(self._es, self.cfg.elasticsearch.index_prefix,

@@ -7,6 +7,8 @@ topics; the sink writes the test's own indices (``stack_cfg`` isolates both).
 from __future__ import annotations
 
 import random
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -30,6 +32,7 @@ from sink_feed import (
 from pipeline.config import Config
 from pipeline.sink.names import Family, alias_name
 from pipeline.sink.runner import SinkRunner
+from pipeline.sink.templates import ensure_indices, swap_aliases
 
 
 @pytest.fixture
@@ -184,8 +187,6 @@ def test_tombstones_write_nothing(cfg: Config, es: Elasticsearch) -> None:
 
 def test_a_replay_generation_stays_out_of_the_aliases_until_swapped(
         cfg: Config, es: Elasticsearch) -> None:
-    from pipeline.sink.templates import swap_aliases
-
     jobs_alias = aliases(cfg)[0]
     feed = Feed(cfg)
     for n in range(10):
@@ -220,3 +221,45 @@ def test_many_jobs_shuffled_across_partitions(cfg: Config, es: Elasticsearch) ->
     docs = all_docs(es, aliases(cfg)[0])
     assert len(docs) == 300
     assert all(d == feed.indexed(job_doc(int(d["job_id"]), 3)) for d in docs.values())
+
+
+def test_a_following_sink_writes_the_generation_the_aliases_moved_to(
+        cfg: Config, es: Elasticsearch) -> None:
+    prefix = cfg.elasticsearch.index_prefix
+    feed = Feed(cfg)
+    for n in range(10):
+        feed.state(job_doc(n, 2))
+    feed.flush()
+    runner = SinkRunner(cfg, follow_interval_s=0.0)
+    moved = threading.Event()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            run_sink(runner, lambda s: moved.is_set() and s.records >= 20
+                     and uncommitted(cfg) == 0)
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    v1 = f"{prefix}hpc-jobs-v1-*"
+    deadline = time.monotonic() + 120
+    while len(all_docs(es, v1)) < 10:
+        assert "error" not in box and time.monotonic() < deadline, box
+        time.sleep(0.05)
+    # A replay built v2 (here: empty) and moves the aliases.
+    ensure_indices(es, prefix, "v2", live=False)
+    swap_aliases(es, prefix, "v1", "v2")
+    while runner.generation != "v2":
+        assert "error" not in box and time.monotonic() < deadline, box
+        time.sleep(0.05)
+    for n in range(10):
+        feed.state(job_doc(n, 3))
+    feed.flush()
+    moved.set()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    assert {d["revision"] for d in all_docs(es, aliases(cfg)[0]).values()} == {3}
+    assert {d["revision"] for d in all_docs(es, v1).values()} == {2}
