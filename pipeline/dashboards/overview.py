@@ -183,16 +183,17 @@ def _queue_panels(grid: Grid) -> None:
                      "orientation": "horizontal", "displayMode": "gradient"},
             description="Seconds the oldest pending job of each queue has waited since "
                         "submit, at the latest snapshot."),
-        panel("timeseries", "Job flow per minute", [
+        panel("timeseries", "Job flow: submits, starts, ends", [
             es_target(JOBS_BY_SUBMIT, "A", query=JOBS, alias="submits", metrics=[metric("count")],
-                      buckets=[date_histogram(JOBS_BY_SUBMIT.time_field, "1m")]),
+                      buckets=[date_histogram(JOBS_BY_SUBMIT.time_field)]),
             es_target(JOBS_BY_START, "B", query=JOBS, alias="starts", metrics=[metric("count")],
-                      buckets=[date_histogram(JOBS_BY_START.time_field, "1m")]),
+                      buckets=[date_histogram(JOBS_BY_START.time_field)]),
             es_target(JOBS_BY_END, "C", query=JOBS, alias="ends", metrics=[metric("count")],
-                      buckets=[date_histogram(JOBS_BY_END.time_field, "1m")]),
-        ], w=8, h=8, unit="short", options=_LEGEND,
-            description="Jobs submitted, started and ended per minute (one per job, "
-                        "whatever the number of sources that reported it)."),
+                      buckets=[date_histogram(JOBS_BY_END.time_field)]),
+        ], w=8, h=8, interval="1m", unit="short", field_config=_BARS, options=_LEGEND,
+            description="Jobs submitted, started and ended per interval: one minute up to "
+                        "a day's range, longer beyond (one per job, whatever the number of "
+                        "sources that reported it)."),
     )
 
 
@@ -202,8 +203,9 @@ def _outcome_panels(grid: Grid) -> None:
         panel("timeseries", "Job ends by result", [
             es_target(JOBS_BY_END, "A", query=JOBS, alias="{{term result}}",
                       metrics=[metric("count")],
-                      buckets=[terms("result", size=12), date_histogram("t_end", "5m")]),
-        ], w=12, h=8, unit="short", field_config=_BARS, options=_LEGEND),
+                      buckets=[terms("result", size=12), date_histogram("t_end")]),
+        ], w=12, h=8, interval="5m", unit="short", field_config=_BARS, options=_LEGEND,
+            description="Jobs ended per interval (5 minutes or more) by result."),
         panel("timeseries", "Failure rate", [
             es_target(JOBS_BY_END, "A", query=JOBS, metrics=[metric("count")],
                       buckets=[date_histogram("t_end")], hide=True),
@@ -303,13 +305,13 @@ def _wait_panels(grid: Grid) -> None:
         ], w=8, h=8, unit="s", description="Are big jobs starving?"),
         panel("timeseries", "Expansion factor by queue (node-hour weighted)", [
             es_target(JOBS_BY_START, "A", query=JOBS, metrics=[metric("sum", "ef_x_nh")],
-                      buckets=[terms("queue", size=10), date_histogram("t_start", "1h")],
+                      buckets=[terms("queue", size=10), date_histogram("t_start")],
                       hide=True),
             es_target(JOBS_BY_START, "B", query=JOBS, metrics=[metric("sum", "node_hours")],
-                      buckets=[terms("queue", size=10), date_histogram("t_start", "1h")],
+                      buckets=[terms("queue", size=10), date_histogram("t_start")],
                       hide=True),
             math("C", "$A / $B"),
-        ], w=8, h=8, unit="short", field_config=_BY_QUEUE, options=_LEGEND,
+        ], w=8, h=8, interval="1h", unit="short", field_config=_BY_QUEUE, options=_LEGEND,
             description="(wait + run) / run, weighted by node-hours as XDMoD does; 1 means "
                         "no wait."),
     )
@@ -322,8 +324,9 @@ def _usage_panels(grid: Grid) -> None:
             es_target(JOBS_BY_END, "A", query=JOBS, alias="{{term bank}}",
                       metrics=[metric("sum", "node_hours")],
                       buckets=[terms("bank", size=15, order_by=0),
-                               date_histogram("t_end", "1h")]),
-        ], w=12, h=8, unit="suffix: node-h", field_config=_BARS, options=_LEGEND,
+                               date_histogram("t_end")]),
+        ], w=12, h=8, interval="1h", unit="suffix: node-h", field_config=_BARS,
+            options=_LEGEND,
             description="Node-hours of the jobs that ended in each hour (a long job counts "
                         "at its end)."),
         panel("barchart", "Top banks by consumption", [
@@ -361,11 +364,11 @@ def _usage_panels(grid: Grid) -> None:
         panel("timeseries", "Active users and banks, cancelled before start", [
             es_target(JOBS_BY_SUBMIT, "A", query=JOBS,
                       metrics=[metric("cardinality", "user"), metric("cardinality", "bank")],
-                      buckets=[date_histogram("t_submit", "1h")]),
+                      buckets=[date_histogram("t_submit")]),
             es_target(JOBS_BY_END, "B", query=f"cancelled_before_start:true AND {JOBS}",
                       alias="cancelled before start", metrics=[metric("count")],
-                      buckets=[date_histogram("t_end", "1h")]),
-        ], w=12, h=8, unit="short", options=_LEGEND,
+                      buckets=[date_histogram("t_end")]),
+        ], w=12, h=8, interval="1h", unit="short", options=_LEGEND,
             description="Distinct users and banks submitting per hour (approximate counts), "
                         "and jobs cancelled before they ever ran (XDMoD drops them)."),
         panel("table", "Longest-waiting pending jobs", [
