@@ -620,9 +620,13 @@ class _Incarnation:
         if t_start is None:
             t_start = run.t_start
         t_alloc = run.t_alloc
-        if self.jf.scheduler == "slurm" and t_start is not None:
-            # Slurm's start time is the allocation, and more exact than when a hook ran.
-            t_alloc = t_start
+        if self.jf.scheduler == "slurm":
+            # Slurm's start time is the allocation, and more exact than when a hook ran;
+            # with only the prolog hook's alloc seen yet, that moment is the start.
+            if t_start is not None:
+                t_alloc = t_start
+            else:
+                t_start = t_alloc
         t_eligible = run.fact("t_eligible")
         if t_eligible is None:
             t_eligible = run.t_eligible if run.t_eligible is not None else run.eligible_since

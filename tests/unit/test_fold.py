@@ -683,3 +683,14 @@ def test_slurm_sources_together(slurm_docs: dict[str, Any]) -> None:
     job2 = docs["2"]
     assert (job2["result"], job2["exit_code"], job2["qos"]) == ("failed", 3, "high")
     assert job2["requeue_count"] == 0
+
+
+def test_slurm_job_seen_only_by_its_prolog_hook_has_started() -> None:
+    """PrologSlurmctld runs at the allocation, which is Slurm's start: a running job known
+    only from the hook must show a start time and its allocated cores."""
+    path = VECTORS / "slurm" / "hooks" / "prolog_ctld_1.env"
+    events = parse_record("slurm-hook", path.read_bytes(), cluster="c", received_at=1000.0)
+    doc = one(events)
+    assert doc["state"] == "running"
+    assert doc["t_start"] == doc["t_alloc"] == 1_000_000
+    assert doc["ncores"] == 1
