@@ -259,9 +259,11 @@ def _retryable(fn: Callable[[], T]) -> T:
         raise _Retryable(f"{type(exc).__name__}: {exc.message}") from exc
 
 
+_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def _encode(action: Action) -> bytes:
-    return b"".join(json.dumps(line, separators=(",", ":"), ensure_ascii=False).encode()
-                    + b"\n" for line in action.operations())
+    return "".join(_json(line) + "\n" for line in action.operations()).encode()
 
 
 def _describe(error: Any) -> tuple[str, str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import lru_cache
 
 __all__ = [
     "DEFAULT_GENERATION",
@@ -68,10 +69,20 @@ def index_pattern(prefix: str, family: Family, generation: str) -> str:
     return f"{prefix}{family.value}-{check_generation(generation)}-*"
 
 
+@lru_cache(maxsize=4096)  # called per document; few distinct answers
 def index_name(prefix: str, family: Family, generation: str, month: str) -> str:
     return f"{prefix}{family.value}-{check_generation(generation)}-{month}"
 
 
+_DAY_MS = 86_400_000
+
+
 def month_of(epoch_ms: int | float) -> str:
     """``YYYY.MM`` of an epoch-milliseconds time, UTC."""
-    return datetime.fromtimestamp(epoch_ms / 1000.0, tz=UTC).strftime("%Y.%m")
+    return _month_of_day(int(epoch_ms // _DAY_MS))
+
+
+@lru_cache(maxsize=4096)
+def _month_of_day(day: int) -> str:
+    # A month boundary is always a day boundary in UTC, so the day decides the month.
+    return datetime.fromtimestamp(day * 86_400, tz=UTC).strftime("%Y.%m")

@@ -59,3 +59,12 @@ def test_commit_is_the_acknowledged_prefix(gaps: list[int], data: st.DataObject)
         prefix += 1
     expected = {("t", 0): offsets[prefix - 1] + 1} if prefix else {}
     assert tr.committable() == expected
+
+
+@given(st.integers(-(10**12), 10**13))
+def test_month_of_agrees_with_datetime(epoch_ms: int) -> None:
+    from datetime import UTC, datetime
+
+    from pipeline.sink.names import month_of
+
+    assert month_of(epoch_ms) == datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y.%m")
