@@ -1,0 +1,98 @@
+"""Index templates, index creation and alias moves on the real Elasticsearch."""
+
+from __future__ import annotations
+
+import pytest
+from elasticsearch import Elasticsearch
+
+from pipeline.config import Config
+from pipeline.errors import SinkError
+from pipeline.sink.names import Family, alias_name, index_name
+from pipeline.sink.templates import ensure_indices, live_generation, swap_aliases
+
+NOV_2026 = 1_794_000_000_000
+
+
+def aliases_of(es: Elasticsearch, prefix: str) -> dict[str, set[str]]:
+    got = es.indices.get_alias(index=f"{prefix}*")
+    return {name: set(body["aliases"]) for name, body in got.items()}
+
+
+def test_ensure_is_idempotent_and_makes_the_aliases(stack_cfg: Config,
+                                                   es: Elasticsearch) -> None:
+    p = stack_cfg.elasticsearch.index_prefix
+    assert ensure_indices(es, p, "v1", now_ms=NOV_2026) is True
+    assert ensure_indices(es, p, "v1", now_ms=NOV_2026) is True
+    assert live_generation(es, p) == "v1"
+    assert aliases_of(es, p) == {
+        f"{p}hpc-jobs-v1-2026.11": {f"{p}hpc-jobs"},
+        f"{p}hpc-jobs-v1-undated": {f"{p}hpc-jobs"},
+        f"{p}hpc-job-events-v1-2026.11": {f"{p}hpc-job-events"},
+        f"{p}hpc-queue-snapshots-v1-2026.11": {f"{p}hpc-queue-snapshots"},
+    }
+    # the aliases exist before any document: Grafana can point at them at once
+    assert es.count(index=alias_name(p, Family.JOBS))["count"] == 0
+
+
+def test_next_months_index_joins_the_alias_of_the_live_generation_only(
+        stack_cfg: Config, es: Elasticsearch) -> None:
+    p = stack_cfg.elasticsearch.index_prefix
+    ensure_indices(es, p, "v1", now_ms=NOV_2026)
+    ensure_indices(es, p, "v2", now_ms=NOV_2026)  # a replay: not live
+    for gen in ("v1", "v2"):
+        # a bulk write creates next month's index from the template
+        es.index(index=index_name(p, Family.JOBS, gen, "2026.12"), id="c:1",
+                 document={"cluster": "c", "job_id": "1", "revision": 1})
+    got = aliases_of(es, p)
+    assert got[f"{p}hpc-jobs-v1-2026.12"] == {f"{p}hpc-jobs"}
+    assert got[f"{p}hpc-jobs-v2-2026.12"] == set()
+
+
+def test_strict_mapping_refuses_unknown_fields(stack_cfg: Config, es: Elasticsearch) -> None:
+    p = stack_cfg.elasticsearch.index_prefix
+    ensure_indices(es, p, "v1", now_ms=NOV_2026)
+    with pytest.raises(Exception, match="strict_dynamic_mapping_exception"):
+        es.index(index=index_name(p, Family.JOBS, "v1", "2026.11"), id="x",
+                 document={"cluster": "c", "script": "rm -rf /"})
+
+
+def test_new_fields_reach_existing_indices(stack_cfg: Config, es: Elasticsearch) -> None:
+    p = stack_cfg.elasticsearch.index_prefix
+    old = index_name(p, Family.JOBS, "v1", "2026.10")
+    # an index made by an older jobstream whose mapping lacked most fields
+    es.indices.create(index=old, mappings={"dynamic": "strict",
+                                           "properties": {"cluster": {"type": "keyword"}}})
+    ensure_indices(es, p, "v1", now_ms=NOV_2026)
+    props = es.indices.get_mapping(index=old)[old]["mappings"]["properties"]
+    assert props["t_submit"]["type"] == "date" and props["revision"]["type"] == "long"
+
+
+def test_a_changed_field_type_asks_for_a_new_generation(stack_cfg: Config,
+                                                        es: Elasticsearch) -> None:
+    p = stack_cfg.elasticsearch.index_prefix
+    es.indices.create(index=index_name(p, Family.JOBS, "v1", "2026.10"),
+                      mappings={"properties": {"revision": {"type": "keyword"}}})
+    with pytest.raises(SinkError, match="new generation"):
+        ensure_indices(es, p, "v1", now_ms=NOV_2026)
+
+
+def test_swap_moves_all_three_aliases_and_back(stack_cfg: Config, es: Elasticsearch) -> None:
+    p = stack_cfg.elasticsearch.index_prefix
+    ensure_indices(es, p, "v1", now_ms=NOV_2026)
+    ensure_indices(es, p, "v2", now_ms=NOV_2026)
+    swap_aliases(es, p, "v1", "v2")
+    got = aliases_of(es, p)
+    for family in Family:
+        alias = alias_name(p, family)
+        holders = {name for name, aliases in got.items() if alias in aliases}
+        assert holders
+        assert all(name.startswith(f"{p}{family.value}-v2-") for name in holders), holders
+    assert live_generation(es, p) == "v2"
+    # next month of v2 joins, next month of v1 does not
+    es.index(index=index_name(p, Family.SNAPSHOTS, "v1", "2026.12"), id="a", document={})
+    es.index(index=index_name(p, Family.SNAPSHOTS, "v2", "2026.12"), id="a", document={})
+    got = aliases_of(es, p)
+    assert got[f"{p}hpc-queue-snapshots-v1-2026.12"] == set()
+    assert got[f"{p}hpc-queue-snapshots-v2-2026.12"] == {f"{p}hpc-queue-snapshots"}
+    swap_aliases(es, p, "v2", "v1")
+    assert live_generation(es, p) == "v1"
