@@ -57,6 +57,8 @@ def create_app(cfg: Config, *, name: str | None = None) -> Worker:
     from agents import jobs, normalize  # the stage modules register themselves on the app
 
     store_dir = cfg.worker.store_dir or str(Path(cfg.stack.cache_dir) / "worker-store")
+    # Faust creates only the last component; a fresh worker.store_dir may be deeper
+    Path(store_dir).expanduser().parent.mkdir(parents=True, exist_ok=True)
     worker_name = name or f"{socket.gethostname()}:{cfg.worker.web_port}"
     app = faust.App(
         cfg.worker.app_id,
