@@ -263,3 +263,44 @@ def test_a_following_sink_writes_the_generation_the_aliases_moved_to(
         raise box["error"]
     assert {d["revision"] for d in all_docs(es, aliases(cfg)[0]).values()} == {3}
     assert {d["revision"] for d in all_docs(es, v1).values()} == {2}
+
+
+def test_two_sinks_share_the_partitions_and_lose_nothing(stack_cfg: Config,
+                                                         es: Elasticsearch) -> None:
+    """A second sink joins mid-run: partitions move (revoke, assign) while records flow."""
+    cfg = stack_cfg.replace(sink={"flush_interval_s": 0.2, "max_batch": 100})
+    create_topics(cfg, partitions=4)
+    feed = Feed(cfg)
+    jobs = range(1500)
+    for rev in (1, 2, 3):
+        for n in jobs:
+            feed.state(job_doc(n, rev))
+    for n in jobs:
+        feed.event(event_doc(n, 0))
+    feed.flush()
+    first, second = SinkRunner(cfg), SinkRunner(cfg)
+    boxes: list[dict[str, Any]] = [{}, {}]
+
+    def run(runner: SinkRunner, box: dict[str, Any]) -> None:
+        try:
+            box["stats"] = run_sink(runner, lambda _: uncommitted(cfg) == 0)
+        except BaseException as exc:
+            box["error"] = exc
+
+    threads = [threading.Thread(target=run, args=(first, boxes[0]), daemon=True)]
+    threads[0].start()
+    deadline = time.monotonic() + 120
+    while first.stats.flushes == 0:
+        assert "error" not in boxes[0] and time.monotonic() < deadline, boxes
+        time.sleep(0.02)
+    threads.append(threading.Thread(target=run, args=(second, boxes[1]), daemon=True))
+    threads[1].start()
+    for t in threads:
+        t.join()
+    for box in boxes:
+        if "error" in box:
+            raise box["error"]
+    docs = all_docs(es, aliases(cfg)[0])
+    assert len(docs) == 1500 and {d["revision"] for d in docs.values()} == {3}
+    assert len(all_docs(es, aliases(cfg)[1])) == 1500
+    assert second.stats.records > 0, "the second sink never got a partition"
