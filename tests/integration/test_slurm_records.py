@@ -42,6 +42,18 @@ SACCT_FIELDS = ("JobID", "JobIDRaw", "JobName", "User", "Group", "Account", "Par
                 "State", "ExitCode", "DerivedExitCode", "Reason", "Submit", "Eligible", "Start",
                 "End", "Elapsed", "Timelimit", "NNodes", "NCPUS", "NodeList")
 NEVER_STARTED = ("cancelled_pending", "dependency_never")
+# What each scenario's job is, for the vectors' manifest (all submitted by alice).
+SCENARIOS = {
+    "completed": "sbatch --wrap 'echo hello' (partition debug, qos normal): COMPLETED 0:0",
+    "failed": "sbatch --partition=short --qos=high --time=10 --hold --wrap 'sleep 1; exit 3', "
+              "released after its dependant was queued: FAILED 3:0",
+    "array": "sbatch --array=1-3: three COMPLETED tasks; see array_tasks for their raw ids",
+    "cancelled_running": "sleep 600 in debug, scancel about 1 s after its script started",
+    "cancelled_pending": "sbatch --hold, scancel while held: never started",
+    "timeout": "sbatch --partition=short --time=1 --wrap 'sleep 600': TIMEOUT after 60-90 s",
+    "dependency_never": "--dependency=afterok:<failed>: cancelled by "
+                        "DependencyParameters=kill_invalid_depend, never started",
+}
 
 
 @dataclass
@@ -349,6 +361,7 @@ def _save_vectors(s: Scenario, cluster: SlurmCluster, receiver: JobcompReceiver,
         "cluster": cluster.spec.cluster,
         "jobs": s.jobs,
         "array_tasks": s.array_tasks,
+        "scenarios": SCENARIOS,
         "files": {
             "jobcomp.jsonl": "jobcomp/elasticsearch POST bodies, one per line, as received",
             "hooks/": "PrologSlurmctld/EpilogSlurmctld environments (env | sort), "
