@@ -35,6 +35,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("pipeline.fold_cli", "parse"),
     ("pipeline.fold_cli", "fold"),
     ("agents.cli", "worker"),
+    ("pipeline.demo", "demo"),
     ("pipeline.dashboards.cli", "dashboards"),
 ]
 
