@@ -34,6 +34,7 @@ from pipeline.sink.converter import Action, Converter, DocumentError, coalesce
 from pipeline.sink.names import DEFAULT_GENERATION, Family
 from pipeline.sink.offsets import OffsetTracker, TopicPartition
 from pipeline.sink.templates import ensure_indices, live_generation
+from pipeline.topics import ensure_topics
 
 __all__ = ["SinkRunner", "SinkStats"]
 
@@ -145,7 +146,9 @@ class SinkRunner:
     # -- the loop ----------------------------------------------------------------------
 
     def setup(self) -> None:
-        """Templates and indices (blocking until Elasticsearch answers), then subscribe."""
+        """Topics, templates and indices (blocking until Elasticsearch answers), then
+        subscribe."""
+        ensure_topics(self.cfg)
         self._prepare_indices()
         self._consumer = Consumer(self.cfg.librdkafka(**{
             "group.id": self._group_id,
