@@ -60,7 +60,7 @@ REFRESH_S = 1.0
 @dataclass(frozen=True)
 class DemoOptions:
     seed: int = 1
-    jobs: int = 200
+    jobs: int = 300
     #: job arrivals per second, all clusters together
     rate: float = 5.0
     time_scale: float = 0.04
@@ -70,6 +70,17 @@ class DemoOptions:
     #: seconds to wait, after the last record, for every job to be indexed and done
     timeout: float = 180.0
     keep: bool = False
+    #: the workload's first instant (epoch seconds); None = now
+    start: float | None = None
+    #: where the children's logs go; None = <stack.cache_dir>/demo/<UTC time>
+    logs: Path | None = None
+
+
+    def spec(self) -> WorkloadSpec:
+        extra = {} if self.start is None else {"start": self.start}
+        return WorkloadSpec(seed=self.seed, jobs=self.jobs, rate=self.rate,
+                            time_scale=self.time_scale, flux_clusters=self.flux_clusters,
+                            slurm_clusters=self.slurm_clusters, **extra)
 
 
 def parse_clusters(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -265,7 +276,7 @@ def run_demo(cfg: Config, opts: DemoOptions, console: Console) -> int:
             cleanup.callback(lambda: stop(cfg, console=console, services=info.started))
         ensure_topics(cfg)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        logs = Path(cfg.stack.cache_dir).expanduser() / "demo" / stamp
+        logs = opts.logs or Path(cfg.stack.cache_dir).expanduser() / "demo" / stamp
         if not _port_free(cfg.worker.web_port):
             cfg = cfg.replace(worker={"web_port": free_port()})
         worker = Child("worker", cfg, ["worker", "--name", "demo-worker"],
@@ -278,9 +289,7 @@ def run_demo(cfg: Config, opts: DemoOptions, console: Console) -> int:
         with console.status("waiting for the worker and the sink to join their groups"):
             wait_ready(cfg, [worker, sink], [cfg.worker.app_id, f"{cfg.worker.app_id}-sink"])
 
-        workload = Workload(WorkloadSpec(
-            seed=opts.seed, jobs=opts.jobs, rate=opts.rate, time_scale=opts.time_scale,
-            flux_clusters=opts.flux_clusters, slurm_clusters=opts.slurm_clusters))
+        workload = Workload(opts.spec())
         records = list(workload.records())
         span = records[-1].time - records[0].time if records else 0.0
         console.print(f"workload: seed {opts.seed}, {opts.jobs} jobs on "
@@ -364,12 +373,19 @@ def _source_tree() -> Path | None:
               help="Clusters as scheduler:name, comma separated.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=180.0, show_default=True,
               help="Seconds to wait after the last record for every job to be indexed.")
+@click.option("--start", type=float, default=None,
+              help="The workload's first instant, epoch seconds [default: now]; with the "
+                   "same seed and options, the same workload.")
+@click.option("--logs", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory for the worker's and sink's logs "
+                   "[default: <stack.cache_dir>/demo/<time>].")
 @click.option("--keep", is_flag=True,
               help="Leave the worker, the sink and the stack running at the end (and on "
                    "Ctrl-C), e.g. for Grafana.")
 @click.pass_context
 def demo(ctx: click.Context, seed: int, jobs: int | None, rate: float, duration: float,
-         time_scale: float, speed: float, clusters: str, timeout: float, keep: bool) -> None:
+         time_scale: float, speed: float, clusters: str, timeout: float, start: float | None,
+         logs: Path | None, keep: bool) -> None:
     """The whole flow on the local stack: a synthetic Flux + Slurm workload, live.
 
     Starts the stack (or reuses a running one), the worker and the sink, publishes the
@@ -381,5 +397,6 @@ def demo(ctx: click.Context, seed: int, jobs: int | None, rate: float, duration:
     opts = DemoOptions(seed=seed, jobs=jobs if jobs is not None else max(round(rate * duration),
                                                                          1),
                        rate=rate, time_scale=time_scale, speed=speed, flux_clusters=flux,
-                       slurm_clusters=slurm, timeout=timeout, keep=keep)
+                       slurm_clusters=slurm, timeout=timeout, keep=keep, start=start,
+                       logs=logs)
     ctx.exit(run_demo(get_config(ctx), opts, Console()))
