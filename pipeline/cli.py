@@ -36,6 +36,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("pipeline.fold_cli", "fold"),
     ("agents.cli", "worker"),
     ("pipeline.demo", "demo"),
+    ("pipeline.replay", "replay"),
     ("pipeline.dashboards.cli", "dashboards"),
 ]
 
