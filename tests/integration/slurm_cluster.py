@@ -257,12 +257,9 @@ class SlurmCluster:
             if not parent.stat().st_mode & 0o001:
                 raise SlurmClusterError(f"{parent} is not searchable by other users; "
                                         "choose another JOBSTREAM_SLURM_ROOT")
-        for sub in ("etc", "log", "run"):
-            (self.root / sub).mkdir(exist_ok=True)
-        for sub in ("state", "spool"):
+        (self.root / "etc").mkdir(exist_ok=True)
+        for sub in ("log", "run", "state", "spool"):
             _owned_dir(self.root / sub, slurm.pw_uid, slurm.pw_gid, 0o755)
-        os.chown(self.logs, slurm.pw_uid, slurm.pw_gid)
-        os.chown(self.root / "run", slurm.pw_uid, slurm.pw_gid)
         _owned_dir(self.jobs_dir, alice.pw_uid, alice.pw_gid, 0o755)
 
     def _write_configs(self) -> None:
@@ -538,8 +535,15 @@ def _scontrol_fields(line: str) -> dict[str, str]:
 
 
 def _owned_dir(path: Path, uid: int, gid: int, mode: int) -> None:
+    """Create ``path`` for a service user, re-owning its whole tree if the user's id changed
+    (purging and reinstalling a package can recreate its user under another uid)."""
     path.mkdir(parents=True, exist_ok=True)
-    os.chown(path, uid, gid)
+    st = path.stat()
+    if (st.st_uid, st.st_gid) != (uid, gid):
+        for dirpath, dirnames, filenames in os.walk(path):
+            for name in (*dirnames, *filenames):
+                os.chown(Path(dirpath) / name, uid, gid, follow_symlinks=False)
+        os.chown(path, uid, gid)
     path.chmod(mode)
 
 

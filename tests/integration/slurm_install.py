@@ -64,8 +64,11 @@ def ensure_installed() -> bool:
         placed_policy = True
     try:
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "PATH": _SBIN_PATH}
-        _apt(["apt-get", "update", "-qq"], env)
-        _apt(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES], env)
+        # Wait for another apt-get (another session, another install) instead of failing.
+        lock_wait = ["-o", "DPkg::Lock::Timeout=600"]
+        _apt(["apt-get", *lock_wait, "update", "-qq"], env)
+        _apt(["apt-get", *lock_wait, "install", "-y", "-qq", "--no-install-recommends",
+              *PACKAGES], env)
     finally:
         if placed_policy:
             _POLICY_RC_D.unlink(missing_ok=True)
