@@ -22,7 +22,7 @@ from typing import IO, Any
 from pipeline.config import Config, as_dict
 from pipeline.errors import ServiceError
 
-__all__ = ["Child", "config_env", "free_port", "log_tail"]
+__all__ = ["Child", "config_env", "free_port", "log_tail", "stop_on_signals"]
 
 _MAIN = "from pipeline.cli import main; main(prog_name='jobstream')"
 
@@ -51,6 +51,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def stop_on_signals() -> None:
+    """SIGINT and SIGTERM raise KeyboardInterrupt, so that a parent's clean-up (stopping its
+    children) runs; SIGINT too, since a shell starts background jobs with it ignored."""
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
 
 
 def log_tail(path: Path, lines: int = 15) -> str:

@@ -36,7 +36,7 @@ from confluent_kafka.admin import AdminClient
 from rich.console import Console
 from rich.live import Live
 
-from pipeline.children import Child, free_port
+from pipeline.children import Child, free_port, stop_on_signals
 from pipeline.cli import get_config
 from pipeline.codec import raw_to_avro
 from pipeline.config import Config
@@ -265,15 +265,17 @@ def wait_ready(cfg: Config, children: Sequence[Child], groups: Sequence[str],
 
 def run_demo(cfg: Config, opts: DemoOptions, console: Console) -> int:
     """The whole demo; returns the exit code (0: the index matches the truth)."""
-    from pipeline.stack import ensure_up, stop
+    from pipeline.stack import ensure_up, status, stop
     from pipeline.topics import ensure_topics
 
     started_at = time.monotonic()
-    info = ensure_up(cfg, console=console)
-    cfg = info.client_config(cfg)
     with ExitStack() as cleanup:
-        if info.started and not opts.keep:
-            cleanup.callback(lambda: stop(cfg, console=console, services=info.started))
+        # what is not running now is ours to stop, even if Ctrl-C comes while it starts
+        down = [s.name for s in status(cfg) if not s.running]
+        if down and not opts.keep:
+            cleanup.callback(lambda: stop(cfg, console=console, services=down))
+        info = ensure_up(cfg, console=console)
+        cfg = info.client_config(cfg)
         ensure_topics(cfg)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         logs = opts.logs or Path(cfg.stack.cache_dir).expanduser() / "demo" / stamp
@@ -399,4 +401,5 @@ def demo(ctx: click.Context, seed: int, jobs: int | None, rate: float, duration:
                        rate=rate, time_scale=time_scale, speed=speed, flux_clusters=flux,
                        slurm_clusters=slurm, timeout=timeout, keep=keep, start=start,
                        logs=logs)
+    stop_on_signals()
     ctx.exit(run_demo(get_config(ctx), opts, Console()))

@@ -50,7 +50,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from pipeline.children import Child, free_port
+from pipeline.children import Child, free_port, stop_on_signals
 from pipeline.cli import get_config
 from pipeline.config import Config
 from pipeline.errors import ConfigError, ServiceError
@@ -300,5 +300,6 @@ def replay(ctx: click.Context, generation: str, since: int | None, swap: bool,
     start; "caught up" means all of those processed and indexed. Ctrl-C stops the replay;
     running it again resumes.
     """
+    stop_on_signals()
     ctx.exit(run_replay(get_config(ctx), generation, since_ms=since, swap=swap,
                         console=Console(), logs=logs))

@@ -24,12 +24,18 @@ def demo_config(cfg: Config, tmp: Path) -> Config:
                                "store_dir": str(tmp / "state" / "w" / "worker-store")})
 
 
-def jobstream(cfg: Config, *args: str) -> subprocess.CompletedProcess[str]:
+MAIN = "from pipeline.cli import main; main(prog_name='jobstream')"
+
+
+def child_env(cfg: Config) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBSTREAM_")}
     env.update(config_env(cfg))
-    return subprocess.run(
-        [sys.executable, "-c", "from pipeline.cli import main; main(prog_name='jobstream')",
-         *args], env=env, capture_output=True, text=True, timeout=GUARD_S, check=False)
+    return env
+
+
+def jobstream(cfg: Config, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", MAIN, *args], env=child_env(cfg),
+                          capture_output=True, text=True, timeout=GUARD_S, check=False)
 
 
 def run_demo(cfg: Config, tmp: Path, *, jobs: int, seed: int) -> tuple[Workload, str]:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
-from demo_cli import demo_config, run_demo
+import psutil
+from demo_cli import GUARD_S, MAIN, child_env, demo_config, run_demo
 from elasticsearch import Elasticsearch
 
 from pipeline.config import Config
@@ -38,3 +43,42 @@ def test_the_index_holds_one_document_per_generated_job_as_generated(
     assert {t["result"] for t in truth.values()} >= {"completed", "failed", "cancelled",
                                                      "timeout"}
     assert "150/150 documents match" in output
+
+
+def test_ctrl_c_stops_the_worker_and_sink_the_demo_started(stack_cfg: Config,
+                                                           tmp_path: Path) -> None:
+    cfg = demo_config(stack_cfg, tmp_path)
+    logs = tmp_path / "logs"
+    demo = subprocess.Popen(
+        [sys.executable, "-c", MAIN, "demo", "--jobs", "1000", "--logs", str(logs)],
+        env=child_env(cfg), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        parent = psutil.Process(demo.pid)
+        deadline = time.monotonic() + GUARD_S
+        # until the worker and the sink run and the workload is being published
+        while not (len(parent.children()) == 2 and (logs / "sink.log").exists()
+                   and _published(cfg) > 0):
+            assert demo.poll() is None, demo.communicate()[0]
+            assert time.monotonic() < deadline, "the demo did not start publishing"
+            time.sleep(0.2)
+        children = parent.children()
+        commands = sorted(next(a for a in c.cmdline() if a in ("worker", "sink"))
+                          for c in children)
+        assert commands == ["sink", "worker"]
+        demo.send_signal(signal.SIGINT)
+        output = demo.communicate(timeout=GUARD_S)[0]
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    assert demo.returncode == 130, output
+    assert "interrupted" in output
+    for child in children:
+        assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, child
+
+
+def _published(cfg: Config) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    from pipeline.offsets import Positions
+
+    return sum(Positions(AdminClient(cfg.librdkafka())).ends([cfg.topics.raw]).values())
