@@ -24,6 +24,7 @@ import faust
 from pipeline.anonymize import Anonymizer
 from pipeline.config import Config
 from pipeline.enrich import Enricher
+from pipeline.topics import RAW_MAX_MESSAGE_BYTES
 from pipeline.wire import Wire
 
 __all__ = ["Worker", "create_app"]
@@ -80,6 +81,8 @@ def create_app(cfg: Config, *, name: str | None = None) -> Worker:
         store_options={"block_cache_size": 64 * 1024 * 1024},
         stream_wait_empty=True,
         producer_acks=-1,
+        # a bad raw record goes to the DLQ whole, however big the raw topic lets it be
+        producer_max_request_size=RAW_MAX_MESSAGE_BYTES,
     )
     raw_topic = app.topic(cfg.topics.raw, key_serializer="raw", value_serializer="raw")
     canonical = app.topic(f"{cfg.worker.app_id}-canonical", key_serializer="raw",

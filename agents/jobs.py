@@ -3,8 +3,9 @@
 For every canonical event: fold it into the job's state (the same fold as ``jobstream
 fold``), then enrich, anonymize and emit the event to ``hpc.jobs.events`` and the job's
 document(s) to ``hpc.jobs.state``. A *duplicate* event changes no state but is emitted
-again all the same: after a crash the table (RocksDB, written at once) can be ahead of the
-outputs (flushed at commit), and re-emitting is what makes the outputs catch up. The sink
+again all the same, and the table entry written again: after a crash the table (RocksDB,
+written at once) can be ahead of the outputs and of its own changelog (flushed at
+commit), and re-emitting is what makes them catch up. The sink
 is idempotent (events by id, states by revision), so this costs a no-op write, not a
 double count.
 
@@ -81,8 +82,11 @@ def register(worker: Worker) -> None:
             assert isinstance(item, JobEvent)
             stored = table.get(key)
             fold = JobFold.from_dict(stored) if stored is not None else JobFold()
-            if fold.add(item):
-                table[key] = fold.to_dict()
+            fold.add(item)
+            # Written even for a duplicate: after a crash the local store can be ahead of the
+            # changelog (written at once vs. flushed at commit); rewriting re-sends the
+            # changelog entry, as re-emitting catches the outputs up.
+            table[key] = fold.to_dict()
             ev_out, docs = outputs(item, fold)
             await worker.events.send(key=key, value=worker.wire.encode_event(ev_out))
             for doc in docs:

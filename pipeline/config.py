@@ -107,6 +107,10 @@ class WorkerConfig:
     snapshot_interval_s: float = 30.0
     #: how long a finished job stays in the state table before its tombstone
     done_grace_s: float = 3600.0
+    #: largest canonical event (JSON bytes) the agents pass on; a bigger one loses its
+    #: jobspec / R / record (marked ``<name>_truncated`` in its context). Below the
+    #: broker's default max.message.bytes (1 MiB), which the event topics keep.
+    max_event_bytes: int = 900_000
 
 
 @dataclass(frozen=True)

@@ -15,20 +15,29 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pipeline.config import Config
 from pipeline.errors import ServiceError
 
-__all__ = ["ensure_topics", "topic_specs"]
+__all__ = ["RAW_MAX_MESSAGE_BYTES", "ensure_topics", "topic_specs"]
 
 logger = logging.getLogger(__name__)
+
+
+#: Largest message of the raw topic and the DLQ (which keeps raw records as they came). A
+#: source record can be big (a jobspec with a large user attribute, a sacct dump of many
+#: jobs): up to ~10 MB must go through, and the broker's default is 1 MiB. Producers of
+#: these topics need ``message.max.bytes`` at least as big. The other topics keep the
+#: default: the agents cut events to ``worker.max_event_bytes``.
+RAW_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
 def topic_specs(cfg: Config) -> dict[str, dict[str, str]]:
     """Topic name -> its topic configs."""
     t = cfg.topics
+    big = {"max.message.bytes": str(RAW_MAX_MESSAGE_BYTES)}
     return {
-        t.raw: {"retention.ms": "-1"},  # the source of truth for replays
+        t.raw: {"retention.ms": "-1", **big},  # the source of truth for replays
         t.events: {"retention.ms": str(30 * 86400 * 1000)},
         t.state: {"cleanup.policy": "compact"},
         t.snapshots: {"retention.ms": str(7 * 86400 * 1000)},
-        t.dlq: {"retention.ms": str(30 * 86400 * 1000)},
+        t.dlq: {"retention.ms": str(30 * 86400 * 1000), **big},
     }
 
 

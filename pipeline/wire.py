@@ -3,12 +3,20 @@
 Public topics carry Avro (:mod:`pipeline.codec`); the workers' internal canonical topic
 carries compact JSON of :meth:`JobEvent.to_dict`, or a control word. JSON there keeps the
 internal hop cheap and schema-free: no one outside the worker reads it.
+
+Size. An event travels as one Kafka message on the canonical and the events topics, which
+keep the broker's default size limit (1 MiB): a raw record may be far bigger (a Flux
+jobspec with a large ``attributes.user`` blob). :func:`fit_event` keeps every event under
+``worker.max_event_bytes`` by dropping its free-form payloads, biggest first, each marked
+in the event's context; the fold never reads them (the facts carry what a job document
+needs), so the job state is the same either way.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 from pipeline.codec import AvroCodec, codecs_from_config, raw_from_avro
@@ -16,7 +24,8 @@ from pipeline.config import Config
 from pipeline.errors import ParseError
 from pipeline.model import JobEvent, RawRecord
 
-__all__ = ["EXPIRE", "Wire", "decode_canonical", "encode_canonical", "encode_control"]
+__all__ = ["EXPIRE", "Wire", "decode_canonical", "encode_canonical", "encode_control",
+           "fit_event"]
 
 #: Control word on the canonical topic: drop this key's state if the job is done.
 EXPIRE: Final = "expire"
@@ -26,6 +35,34 @@ _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 def encode_canonical(ev: JobEvent) -> bytes:
     return _dumps(ev.to_dict()).encode()
+
+
+#: Free-form payloads an event may lose to fit a message (the fold reads none of them).
+DROPPABLE: Final = ("jobspec", "R", "record")
+
+
+def fit_event(ev: JobEvent, max_bytes: int) -> tuple[JobEvent, bytes]:
+    """``ev`` and its canonical encoding, at most ``max_bytes`` long.
+
+    A bigger event loses its biggest payloads (:data:`DROPPABLE`) until it fits, each one
+    dropped marked ``<name>_truncated: true`` in its context; ParseError ``too-large`` if
+    it does not fit even without them.
+    """
+    data = encode_canonical(ev)
+    if len(data) <= max_bytes:
+        return ev, data
+    names = sorted((n for n in DROPPABLE if getattr(ev, n) is not None),
+                   key=lambda n: len(_dumps(getattr(ev, n))), reverse=True)
+    dropped: list[str] = []
+    for name in names:
+        dropped.append(name)
+        fitted = replace(ev, context={**ev.context, **{f"{n}_truncated": True for n in dropped}},
+                         **dict.fromkeys(dropped))
+        data = encode_canonical(fitted)
+        if len(data) <= max_bytes:
+            return fitted, data
+    raise ParseError("too-large", f"event {ev.event} of job {ev.key} is over {max_bytes} bytes "
+                                  "even without its jobspec, R and record")
 
 
 def encode_control(word: str) -> bytes:

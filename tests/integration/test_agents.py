@@ -1,0 +1,191 @@
+"""The stream agents on the real broker: ``jobstream worker`` subprocesses fed through the
+raw topic, their output topics read back and compared with the offline pipeline (the same
+pure parse -> fold -> enrich -> anonymize functions, :func:`workers.offline`).
+
+Every wait ends on a condition (the worker's committed offsets reach the ends of its input
+topics, see :mod:`workers`); the time limits there only guard against a hang.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from workers import (
+    Msg,
+    Raw,
+    WorkerProcess,
+    diff_states,
+    event_ids,
+    latest_states,
+    offline,
+    publish,
+    read_topic,
+    shuffled_within_jobs,
+    wait_caught_up,
+)
+
+from pipeline.codec import AvroCodec
+from pipeline.config import Config
+from pipeline.edges.base import record_key
+from pipeline.model import RawRecord
+from pipeline.parsers import split_records
+from pipeline.workload import Workload, WorkloadSpec
+
+VECTORS = Path("/work/shared/vectors")
+#: received_at of every test record: fixed, so the offline parse sees what the worker sees
+RECEIVED = 1_795_000_000.0
+START = 1_790_000_000.0
+
+
+def generated(spec: WorkloadSpec) -> list[Raw]:
+    """The raw messages of a generated workload, in time order."""
+    return [Raw(r.key, RawRecord(r.cluster, r.scheduler, r.format, r.time, r.payload, r.key))
+            for r in Workload(spec).records()]
+
+
+def vector(fmt: str, path: Path, cluster: str) -> list[Raw]:
+    """The records of a vector file as an edge publishes them (keyed by the parser)."""
+    scheduler = "flux" if fmt.startswith("flux") else "slurm"
+    out = []
+    for _, payload in split_records(fmt, path.read_bytes()):
+        if fmt == "flux-journal" and json.loads(payload)["id"] == -1:
+            continue  # the backlog's end sentinel: the edge does not publish it
+        key = record_key(fmt, payload, cluster, RECEIVED)
+        out.append(Raw(key, RawRecord(cluster, scheduler, fmt, RECEIVED, payload, key)))  # type: ignore[arg-type]
+    return out
+
+
+def real_vectors() -> list[Raw]:
+    flux, slurm = VECTORS / "flux", VECTORS / "slurm"
+    out: list[Raw] = []
+    for name in ("real-0.88-journal-live.jsonl", "real-0.88-journal-backlog.jsonl",
+                 "journal-live_DERIVED.jsonl", "journal-backlog_DERIVED.jsonl"):
+        out += vector("flux-journal", flux / name, "flux-real")
+    out += vector("slurm-jobcomp", slurm / "jobcomp_22.05_sample.jsonl", "testcluster")
+    out += vector("slurm-squeue", slurm / "squeue_running_22.05.json", "testcluster")
+    for hook in sorted((slurm / "hooks").glob("*.env")):
+        out += vector("slurm-hook", hook, "testcluster")
+    return out
+
+
+def bad(fmt: str, payload: bytes, *, cluster: str = "flux-a", scheduler: str = "flux",
+        key: str = "flux-a:bad") -> Raw:
+    return Raw(key, RawRecord(cluster, scheduler, fmt, RECEIVED, payload, key))  # type: ignore[arg-type]
+
+
+BLOB_MARK = "JOBSTREAM-BLOB-"
+
+
+def with_huge_jobspec(msg: Raw, size: int) -> Raw:
+    """A Flux submit response whose jobspec carries a ``size``-byte ``attributes.user``."""
+    assert msg.record is not None
+    response = json.loads(msg.record.payload)
+    assert response["events"][0]["name"] == "submit"
+    blob = (BLOB_MARK * (size // len(BLOB_MARK) + 1))[:size]
+    response["jobspec"]["attributes"]["user"] = {"notes": blob}
+    payload = json.dumps(response, separators=(",", ":")).encode()
+    r = msg.record
+    return Raw(msg.key, RawRecord(r.cluster, r.scheduler, r.format, r.received_at, payload,
+                                  r.key))
+
+
+def positions(messages: list[Raw], key: str, event: str) -> list[int]:
+    return [i for i, m in enumerate(messages)
+            if m.key == key and m.record is not None and m.record.format == "flux-journal"
+            and json.loads(m.record.payload)["events"][0]["name"] == event]
+
+
+def insert_randomly(messages: list[Raw], extra: list[Raw], rng: random.Random) -> list[Raw]:
+    out = list(messages)
+    for m in extra:
+        out.insert(rng.randrange(len(out) + 1), m)
+    return out
+
+
+# -- 1. a mixed stream ----------------------------------------------------------------
+
+
+def mixed_stream(rng: random.Random) -> tuple[list[Raw], dict[str, Any]]:
+    """Generated Flux and Slurm jobs, the real vectors (journal backlog and live: the same
+    jobs twice), extra duplicates, jobs in shuffled order, a Flux job whose R comes before
+    its submit, a 5 MB jobspec and malformed records; and what to look for."""
+    msgs = generated(WorkloadSpec(seed=11, jobs=300, start=START, time_scale=0.05))
+    msgs = shuffled_within_jobs(msgs, rng, share=0.2)
+    flux_keys = sorted({m.key for m in msgs if m.key and m.key.startswith("flux-a:")})
+    # R before submit: the alloc response (with R) of one job ahead of its submit
+    r_first = flux_keys[0]
+    (submit_at,), (alloc_at,) = positions(msgs, r_first, "submit"), positions(msgs, r_first,
+                                                                               "alloc")
+    if alloc_at > submit_at:
+        msgs[submit_at], msgs[alloc_at] = msgs[alloc_at], msgs[submit_at]
+    # a 5 MB jobspec
+    huge_key = flux_keys[1]
+    (huge_at,) = positions(msgs, huge_key, "submit")
+    msgs[huge_at] = with_huge_jobspec(msgs[huge_at], 5 * 1024 * 1024)
+    msgs = insert_randomly(msgs, real_vectors(), rng)
+    msgs = insert_randomly(msgs, rng.sample(msgs, len(msgs) // 10), rng)  # duplicates
+    malformed = {
+        "invalid-json": bad("flux-journal", b'{"id": 1, "events": ['),
+        "invalid-utf8": bad("slurm-jobcomp", b'{"jobid": 7, "username": "\xff\xfe"}',
+                            cluster="slurm-b", scheduler="slurm", key="slurm-b:7"),
+        "not-avro": Raw("flux-a:junk", value=b"this is not Avro at all"),
+        "unknown-format": bad("pbs-accounting", b"04/01/2026 12:00:00;E;42.pbs;user=x"),
+        "payload-bad": bad("flux-journal", b'{"id": "not-a-job", "events": 3}'),
+        "empty": Raw("flux-a:empty", value=b""),
+        "huge-invalid": bad("flux-journal", b'{"id": 2, "jobspec": "' + b"x" * 3_000_000),
+    }
+    msgs = insert_randomly(msgs, list(malformed.values()), rng)
+    return msgs, {"r_first": r_first, "huge": huge_key, "malformed": malformed}
+
+
+def test_mixed_stream_gives_the_offline_fold(stack_cfg: Config, tmp_path: Path) -> None:
+    rng = random.Random(4)
+    messages, marks = mixed_stream(rng)
+    expected = offline(stack_cfg, messages)
+    assert len(expected.bad) == len(marks["malformed"])
+    publish(stack_cfg, messages)
+
+    worker = WorkerProcess(stack_cfg, tmp_path).start()
+    wait_caught_up(stack_cfg, [worker])
+    worker.stop()
+
+    states = read_topic(stack_cfg, stack_cfg.topics.state)
+    events = read_topic(stack_cfg, stack_cfg.topics.events)
+    dlq = read_topic(stack_cfg, stack_cfg.topics.dlq)
+
+    got = latest_states(states)
+    assert not diff_states(got, expected.docs), diff_states(got, expected.docs)
+    assert set(event_ids(events)) == expected.event_ids
+
+    # the job whose R came first, and the 5 MB jobspec's job, folded like any other
+    for key in (marks["r_first"], marks["huge"]):
+        assert got[key]["state"] == "done" and got[key]["nnodes"], got[key]
+    blob = BLOB_MARK.encode()
+    assert not any(m.value and blob in m.value for m in states + events)
+    submit = _event(events, marks["huge"], "submit")
+    assert submit["jobspec"] is None and json.loads(submit["context"])["jobspec_truncated"]
+    other = _event(events, marks["r_first"], "submit")
+    assert json.loads(other["jobspec"])["attributes"]["system"]["queue"]
+
+    # every bad record in the DLQ once, with why, as it came
+    got_bad = Counter(m.value for m in dlq)
+    assert got_bad == Counter(expected.bad.keys()), got_bad
+    for m in dlq:
+        assert m.value is not None
+        assert m.headers["reason"].decode() == expected.bad[m.value]
+        assert m.headers["stage"] == b"normalize" and m.headers["error"]
+    reasons = {name: expected.bad[r.encode(AvroCodec("RawRecord"))]
+               for name, r in marks["malformed"].items()}
+    assert reasons["not-avro"] == "not-avro" and reasons["unknown-format"] == "unknown-format"
+
+
+def _event(events: list[Msg], key: str, name: str) -> dict[str, Any]:
+    codec = AvroCodec("JobEvent")
+    found = [d for d in (codec.decode(m.value) for m in events if m.value)
+             if f"{d['cluster']}:{d['job_id']}" == key and d["event"] == name]
+    assert found, f"no {name} event of {key}"
+    return found[0]
