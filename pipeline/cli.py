@@ -38,6 +38,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("pipeline.demo", "demo"),
     ("pipeline.replay", "replay"),
     ("pipeline.dashboards.cli", "dashboards"),
+    ("pipeline.bench.cli", "bench"),
 ]
 
 

@@ -1,0 +1,121 @@
+"""The flow's processes during a benchmark phase, and their resident memory.
+
+:class:`Flow` starts ``jobstream worker`` (one or more, one consumer group) and ``jobstream
+sink`` as children (:class:`~pipeline.children.Child`: configuration through ``JOBSTREAM_*``
+variables, logs to files) and stops them with SIGTERM at the end. :class:`RssSampler`
+reads their resident set size every ``interval`` seconds in a thread (psutil), keeping the
+peak and the latest value of each.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from pipeline.children import Child, free_port
+from pipeline.config import Config
+
+__all__ = ["Flow", "RssSampler", "flow"]
+
+MIB = 1024 * 1024
+
+
+class RssSampler:
+    """Peak and last RSS (bytes) of some processes, sampled in a thread."""
+
+    def __init__(self, interval: float = 0.25) -> None:
+        self.interval = interval
+        self.peak: dict[str, int] = {}
+        self.last: dict[str, int] = {}
+        self._procs: dict[str, psutil.Process] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="bench-rss", daemon=True)
+
+    def watch(self, name: str, pid: int) -> None:
+        with self._lock:
+            self._procs[name] = psutil.Process(pid)
+        self.sample()
+
+    def start(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def sample(self) -> None:
+        with self._lock:
+            procs = dict(self._procs)
+        for name, proc in procs.items():
+            try:
+                rss = int(proc.memory_info().rss)
+            except psutil.Error:
+                continue  # exited; its figures stay
+            self.last[name] = rss
+            self.peak[name] = max(self.peak.get(name, 0), rss)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+
+@dataclass
+class Flow:
+    """The children of one phase."""
+
+    cfg: Config
+    workers: list[Child] = field(default_factory=list)
+    sink: Child | None = None
+    rss: RssSampler = field(default_factory=RssSampler)
+
+    @property
+    def children(self) -> list[Child]:
+        return [*self.workers, *([self.sink] if self.sink else [])]
+
+    def check(self) -> None:
+        """Raise ServiceError (with the log tail) if a child died."""
+        for child in self.children:
+            child.check()
+
+    @property
+    def groups(self) -> list[str]:
+        app = self.cfg.worker.app_id
+        return [app, *([f"{app}-sink"] if self.sink else [])]
+
+
+@contextmanager
+def flow(cfg: Config, logs: Path, *, workers: int = 1, sink: bool = True,
+         worker_args: Sequence[str] = ()) -> Iterator[Flow]:
+    """Start ``workers`` workers (own web port and store each) and a sink; stop them after."""
+    f = Flow(cfg)
+    try:
+        for n in range(workers):
+            store = f"{cfg.worker.store_dir}-{n}" if workers > 1 else cfg.worker.store_dir
+            wcfg = cfg.replace(worker={"web_port": free_port(), "store_dir": store})
+            child = Child(f"worker-{n}", wcfg, ["worker", "--name", f"bench-worker-{n}",
+                                                *worker_args],
+                          logs / f"worker-{n}.log").start()
+            f.workers.append(child)
+        if sink:
+            f.sink = Child("sink", cfg, ["sink"], logs / "sink.log").start()
+        for child in f.children:
+            assert child.pid is not None
+            f.rss.watch(child.name, child.pid)
+        f.rss.start()
+        yield f
+    finally:
+        f.rss.stop()
+        for child in f.children:
+            child.stop()
+
+
+def mib(value: int | None) -> float | None:
+    return None if value is None else round(value / MIB, 1)

@@ -1,0 +1,215 @@
+"""Memory at N tracked jobs: the producer edges publish N pending jobs, the worker tracks
+them; the resident memory of each process is sampled throughout.
+
+Half the jobs are Flux jobs, played by ``python -m pipeline.edges flux --recorded`` from a
+journal recording (one ``submit`` response per job, jobspec included: the backlog an edge
+sees when it connects to an instance with that many jobs); the other half Slurm jobs,
+polled by ``python -m pipeline.edges slurm`` (poller only) from one ``squeue --json``
+document listing them all pending (what the poller sees on a cluster with that queue).
+The edges run as the lean entry point that sites deploy. The worker (no sink: the figure
+is the worker's) consumes everything; once it has committed every raw and canonical
+partition to its end, its memory and its RocksDB store's size on disk are read.
+
+The jobs come from the synthetic workload, generated in chunks of :data:`CHUNK` jobs (the
+first record of each job only) so that a million jobs never sit in memory at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from confluent_kafka.admin import AdminClient
+from rich.console import Console
+
+from pipeline.bench.feed import workload_spec
+from pipeline.bench.procs import RssSampler, flow, mib
+from pipeline.children import config_env, log_tail
+from pipeline.config import Config
+from pipeline.errors import ServiceError
+from pipeline.offsets import Positions
+from pipeline.topics import ensure_topics
+from pipeline.workload import GeneratedRecord, Workload
+
+__all__ = ["TrackedResult", "pending_jobs", "run_tracked"]
+
+CHUNK = 10_000
+_POLL_S = 0.5
+
+
+@dataclass
+class TrackedResult:
+    jobs: int
+    flux_jobs: int
+    slurm_jobs: int
+    records: int
+    worker_rss_peak_mib: float | None
+    worker_rss_end_mib: float | None
+    store_mib: float
+    flux_edge_rss_peak_mib: float | None
+    slurm_edge_rss_peak_mib: float | None
+    slurm_edge_rss_end_mib: float | None
+    #: squeue document the Slurm edge polled
+    squeue_mib: float
+    seconds: float
+
+
+def pending_jobs(jobs: int, seed: int) -> Iterator[GeneratedRecord]:
+    """The first record (submit: Flux ``submit`` response, Slurm pending ``squeue``) of each
+    of ``jobs`` synthetic jobs with distinct ids."""
+    start = float(int(time.time()))
+    done = 0
+    chunk_no = 0
+    while done < jobs:
+        n = min(CHUNK, jobs - done)
+        spec = workload_spec(seed + chunk_no, n, 1000.0, 0.05, start=start)
+        first: dict[str, GeneratedRecord] = {}
+        for rec in Workload(spec).records():
+            first.setdefault(rec.key, rec)
+        yield from first.values()
+        done += n
+        chunk_no += 1
+        # Slurm ids grow 10 per second of submit time and Flux ids with the millisecond:
+        # the next chunk starts well after this one's ids
+        start += n
+
+
+def _write_sources(directory: Path, jobs: int, seed: int) -> tuple[int, int, int]:
+    """The Flux recording and the squeue document; returns (flux jobs, slurm jobs, bytes
+    of the squeue document)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    flux = slurm = 0
+    meta: dict[str, Any] | None = None
+    with (directory / "journal.jsonl").open("wb") as journal, \
+            (directory / "squeue-jobs.jsonl").open("wb") as squeue_jobs:
+        for rec in pending_jobs(jobs, seed):
+            if rec.format == "flux-journal":
+                journal.write(rec.payload + b"\n")
+                flux += 1
+            elif rec.format == "slurm-squeue":
+                doc = json.loads(rec.payload)
+                meta = meta or {k: v for k, v in doc.items() if k != "jobs"}
+                for job in doc["jobs"]:
+                    squeue_jobs.write(json.dumps(job, separators=(",", ":")).encode() + b",\n")
+                slurm += 1
+    # one squeue --json document with every pending job
+    squeue = directory / "squeue.json"
+    with squeue.open("wb") as out:
+        head = json.dumps({**(meta or {"meta": {}, "errors": []}), "jobs": []},
+                          separators=(",", ":")).encode()
+        out.write(head[:-2])  # without the closing "]}"
+        body = (directory / "squeue-jobs.jsonl").read_bytes().rstrip(b",\n")
+        out.write(body + b"]}")
+    (directory / "squeue-jobs.jsonl").unlink()
+    (directory / "sacct.json").write_text(json.dumps({**(meta or {}), "jobs": []}))
+    return flux, slurm, squeue.stat().st_size
+
+
+class _Edge:
+    """``python -m pipeline.edges <args>`` with ``cfg``; output to ``log``."""
+
+    def __init__(self, cfg: Config, args: list[str], log: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JOBSTREAM_")}
+        env.update(config_env(cfg))
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self.log = log
+        self._fh: IO[bytes] = log.open("ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "pipeline.edges", *args], env=env,
+                                     stdin=subprocess.DEVNULL, stdout=self._fh,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._fh.close()
+
+
+def _store_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float,
+                console: Console) -> TrackedResult:
+    sources = Path(cfg.edge.spool_dir).parent / "sources"
+    with console.status(f"memory: writing {jobs} pending jobs for the edges"):
+        flux_jobs, slurm_jobs, squeue_bytes = _write_sources(sources, jobs, seed)
+    ensure_topics(cfg)
+    positions = Positions(AdminClient(cfg.librdkafka()))
+    raw = [cfg.topics.raw]
+    canonical = [f"{cfg.worker.app_id}-canonical"]
+    edge_rss = RssSampler(0.1)
+    started = time.monotonic()
+    with flow(cfg, logs, sink=False) as f:
+        flux_cfg = cfg.replace(cluster="bench-flux")
+        slurm_cfg = cfg.replace(cluster="bench-slurm", edge={"slurm": {
+            "receiver": False, "hooks": False, "bridge": False, "poller": True,
+            "squeue_command": f"cat {sources / 'squeue.json'}",
+            "sacct_command": f"cat {sources / 'sacct.json'}",
+            "poll_interval_s": 86400.0, "command_timeout_s": timeout}})
+        edges = [_Edge(flux_cfg, ["flux", "--recorded", str(sources / "journal.jsonl")],
+                       logs / "edge-flux.log"),
+                 _Edge(slurm_cfg, ["slurm"], logs / "edge-slurm.log")]
+        edge_rss.watch("flux", edges[0].proc.pid)
+        edge_rss.watch("slurm", edges[1].proc.pid)
+        edge_rss.start()
+        try:
+            deadline = time.monotonic() + timeout
+            with console.status(f"memory: the edges publish {jobs} jobs; the worker tracks "
+                                "them"):
+                while True:
+                    f.check()
+                    if edges[0].proc.poll() not in (None, 0):
+                        raise ServiceError(f"the Flux edge failed:\n{log_tail(edges[0].log)}")
+                    if edges[1].proc.poll() is not None:
+                        raise ServiceError(f"the Slurm edge exited:\n{log_tail(edges[1].log)}")
+                    published = sum(positions.ends(raw).values())
+                    if published >= jobs and edges[0].proc.poll() == 0:
+                        break
+                    if time.monotonic() > deadline:
+                        raise ServiceError(f"after {timeout:.0f} s the edges published "
+                                           f"{published} of {jobs} records")
+                    time.sleep(_POLL_S)
+                edge_rss.sample()
+                for edge in edges:
+                    edge.stop()
+                edge_rss.stop()
+                while not _caught_up(positions, cfg.worker.app_id, raw + canonical):
+                    f.check()
+                    if time.monotonic() > deadline:
+                        raise ServiceError(f"the worker did not catch up within {timeout:.0f} s")
+                    time.sleep(_POLL_S)
+            f.rss.sample()
+            seconds = time.monotonic() - started
+            worker_peak, worker_end = f.rss.peak.get("worker-0"), f.rss.last.get("worker-0")
+        finally:
+            for edge in edges:
+                edge.stop()
+            edge_rss.stop()
+        store = _store_bytes(Path(cfg.worker.store_dir))
+    return TrackedResult(
+        jobs=jobs, flux_jobs=flux_jobs, slurm_jobs=slurm_jobs,
+        records=sum(positions.ends(raw).values()), worker_rss_peak_mib=mib(worker_peak),
+        worker_rss_end_mib=mib(worker_end), store_mib=round(store / 2**20, 1),
+        flux_edge_rss_peak_mib=mib(edge_rss.peak.get("flux")),
+        slurm_edge_rss_peak_mib=mib(edge_rss.peak.get("slurm")),
+        slurm_edge_rss_end_mib=mib(edge_rss.last.get("slurm")),
+        squeue_mib=round(squeue_bytes / 2**20, 1), seconds=seconds)
+
+
+def _caught_up(positions: Positions, group: str, topics: list[str]) -> bool:
+    ends = positions.ends(topics)
+    committed = positions.committed(group, list(ends))
+    return all(committed.get(tp, -1) >= end for tp, end in ends.items() if end > 0)
