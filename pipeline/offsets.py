@@ -7,9 +7,10 @@ disturbs it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -22,13 +23,37 @@ __all__ = ["Positions", "TP", "group_lag"]
 TP = tuple[str, int]
 
 _TIMEOUT_S = 15.0
+#: attempts of a request that fails with a retriable error (a partition without its
+#: leader yet, just after the topic was created)
+_ATTEMPTS = 20
+_RETRY_WAIT_S = 0.25
+
+T = TypeVar("T")
 
 
 def _result(future: Future[Any], what: str) -> Any:
     try:
         return future.result(timeout=_TIMEOUT_S)
     except KafkaException as exc:
-        raise ServiceError(f"kafka: {what}: {exc}") from exc
+        raise _Failed(what, exc) from exc
+
+
+class _Failed(Exception):
+    def __init__(self, what: str, exc: KafkaException) -> None:
+        super().__init__(f"kafka: {what}: {exc}")
+        error = exc.args[0] if exc.args else None
+        self.retriable = bool(getattr(error, "retriable", lambda: False)())
+
+
+def _retrying(request: Callable[[], T]) -> T:
+    for attempt in range(1, _ATTEMPTS + 1):
+        try:
+            return request()
+        except _Failed as exc:
+            if not exc.retriable or attempt == _ATTEMPTS:
+                raise ServiceError(str(exc)) from exc
+            time.sleep(_RETRY_WAIT_S)
+    raise AssertionError("unreachable")
 
 
 class Positions:
@@ -68,17 +93,25 @@ class Positions:
         tps = [TopicPartition(t, p) for t, p in partitions]
         if not tps:
             return {}
-        futures = self.admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group, tps)], request_timeout=_TIMEOUT_S)
-        answer = _result(futures[group], f"offsets of group {group}")
-        return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions}
+
+        def request() -> dict[TP, int]:
+            futures = self.admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group, tps)], request_timeout=_TIMEOUT_S)
+            answer = _result(futures[group], f"offsets of group {group}")
+            return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions}
+
+        return _retrying(request)
 
     def commit(self, group: str, offsets: Mapping[TP, int]) -> None:
         """Set the group's committed offsets (the group must have no active member)."""
         tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
-        futures = self.admin.alter_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group, tps)], request_timeout=_TIMEOUT_S)
-        _result(futures[group], f"set the offsets of group {group}")
+
+        def request() -> None:
+            futures = self.admin.alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group, tps)], request_timeout=_TIMEOUT_S)
+            _result(futures[group], f"set the offsets of group {group}")
+
+        _retrying(request)
 
     def lag(self, group: str, topics: Iterable[str]) -> int:
         """Records of ``topics`` not yet committed by ``group``."""
@@ -90,10 +123,14 @@ class Positions:
     def _list_offsets(self, tps: list[TP], spec: OffsetSpec) -> dict[TP, int]:
         if not tps:
             return {}
-        futures = self.admin.list_offsets({TopicPartition(t, p): spec for t, p in tps},
-                                          request_timeout=_TIMEOUT_S)
-        return {(tp.topic, tp.partition): _result(f, f"offsets of {tp.topic}").offset
-                for tp, f in futures.items()}
+
+        def request() -> dict[TP, int]:
+            futures = self.admin.list_offsets({TopicPartition(t, p): spec for t, p in tps},
+                                              request_timeout=_TIMEOUT_S)
+            return {(tp.topic, tp.partition): _result(f, f"offsets of {tp.topic}").offset
+                    for tp, f in futures.items()}
+
+        return _retrying(request)
 
 
 def group_lag(ends: Mapping[TP, int], committed: Mapping[TP, int],
