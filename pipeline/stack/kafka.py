@@ -119,7 +119,9 @@ class KafkaService(Service):
             return
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         fmt = subprocess.run(
-            self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
+            # "--cluster-id=<id>": a random id may start with "-", which as a separate
+            # argument the tool's parser takes for an option (one format in 64 failed)
+            self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
                        "-c", str(self.properties), "--ignore-formatted"),
             capture_output=True, text=True, check=False)
         if fmt.returncode != 0:
