@@ -83,6 +83,10 @@ def create_app(cfg: Config, *, name: str | None = None) -> Worker:
         producer_acks=-1,
         # a bad raw record goes to the DLQ whole, however big the raw topic lets it be
         producer_max_request_size=RAW_MAX_MESSAGE_BYTES,
+        consumer_group_instance_id=cfg.worker.instance_id or None,
+        broker_session_timeout=cfg.worker.session_timeout_s,
+        # heartbeats well inside the session timeout (faust's default is 3 s)
+        broker_heartbeat_interval=min(3.0, cfg.worker.session_timeout_s / 4),
     )
     raw_topic = app.topic(cfg.topics.raw, key_serializer="raw", value_serializer="raw")
     canonical = app.topic(f"{cfg.worker.app_id}-canonical", key_serializer="raw",

@@ -107,6 +107,12 @@ class WorkerConfig:
     snapshot_interval_s: float = 30.0
     #: how long a finished job stays in the state table before its tombstone
     done_grace_s: float = 3600.0
+    #: Kafka static membership (group.instance.id, unique per worker): a worker restarted
+    #: after a crash gets its partitions back at once instead of after the session timeout;
+    #: a worker stopped for good holds them until then. Empty = dynamic membership.
+    instance_id: str = ""
+    #: how long the group waits for a silent worker before giving its partitions away
+    session_timeout_s: float = 60.0
     #: largest canonical event (JSON bytes) the agents pass on; a bigger one loses its
     #: jobspec / R / record (marked ``<name>_truncated`` in its context). Below the
     #: broker's default max.message.bytes (1 MiB), which the event topics keep.

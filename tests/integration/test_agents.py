@@ -10,27 +10,35 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from workers import (
     Msg,
     Raw,
     WorkerProcess,
+    as_state,
     diff_states,
+    end_offsets,
     event_ids,
     latest_states,
     offline,
     publish,
     read_topic,
     shuffled_within_jobs,
+    stages,
     wait_caught_up,
+    wait_for,
 )
 
 from pipeline.codec import AvroCodec
 from pipeline.config import Config
 from pipeline.edges.base import record_key
+from pipeline.fold import JobFold, doc_id
 from pipeline.model import RawRecord
 from pipeline.parsers import split_records
 from pipeline.workload import Workload, WorkloadSpec
@@ -39,6 +47,20 @@ VECTORS = Path("/work/shared/vectors")
 #: received_at of every test record: fixed, so the offline parse sees what the worker sees
 RECEIVED = 1_795_000_000.0
 START = 1_790_000_000.0
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
+    """``spawn(cfg, **options)`` -> a WorkerProcess (not started) killed after the test."""
+    made: list[WorkerProcess] = []
+
+    def make(cfg: Config, **options: Any) -> WorkerProcess:
+        made.append(WorkerProcess(cfg, tmp_path, **options))
+        return made[-1]
+
+    yield make
+    for w in made:
+        w.kill()
 
 
 def generated(spec: WorkloadSpec) -> list[Raw]:
@@ -142,14 +164,15 @@ def mixed_stream(rng: random.Random) -> tuple[list[Raw], dict[str, Any]]:
     return msgs, {"r_first": r_first, "huge": huge_key, "malformed": malformed}
 
 
-def test_mixed_stream_gives_the_offline_fold(stack_cfg: Config, tmp_path: Path) -> None:
+def test_mixed_stream_gives_the_offline_fold(stack_cfg: Config,
+                                             spawn: Callable[..., WorkerProcess]) -> None:
     rng = random.Random(4)
     messages, marks = mixed_stream(rng)
     expected = offline(stack_cfg, messages)
     assert len(expected.bad) == len(marks["malformed"])
     publish(stack_cfg, messages)
 
-    worker = WorkerProcess(stack_cfg, tmp_path).start()
+    worker = spawn(stack_cfg).start()
     wait_caught_up(stack_cfg, [worker])
     worker.stop()
 
@@ -189,3 +212,58 @@ def _event(events: list[Msg], key: str, name: str) -> dict[str, Any]:
              if f"{d['cluster']}:{d['job_id']}" == key and d["event"] == name]
     assert found, f"no {name} event of {key}"
     return found[0]
+
+
+# -- 2. SIGKILL while processing ------------------------------------------------------
+
+
+def state_count(cfg: Config) -> int:
+    return sum(end_offsets(cfg, cfg.topics.state).values())
+
+
+def changelog_docs(cfg: Config) -> dict[str, dict[str, Any]]:
+    """doc_id -> document, folded from the latest value of every key of the table's
+    changelog: what a worker that takes the partitions over would start from."""
+    latest: dict[bytes, bytes | None] = {}
+    for m in read_topic(cfg, f"{cfg.worker.app_id}-jobs-changelog"):
+        assert m.key is not None
+        latest[m.key] = m.value
+    enricher, anonymizer = stages(cfg)
+    docs = [d for v in latest.values() if v is not None
+            for d in JobFold.from_dict(json.loads(v)).documents()]
+    return {doc_id(d): anonymizer.document(enricher.facts(d)) for d in docs}
+
+
+def test_sigkill_while_processing_loses_and_double_counts_nothing(
+        stack_cfg: Config, spawn: Callable[..., WorkerProcess]) -> None:
+    messages = generated(WorkloadSpec(seed=21, jobs=2000, start=START, time_scale=0.05))
+    expected = offline(stack_cfg, messages)
+    assert len(expected.events) >= 18_000
+    publish(stack_cfg, messages)
+
+    # static membership: the restarted worker gets its partitions back without waiting
+    # for the group to time the killed one out
+    worker = spawn(stack_cfg, instance_id="crash-w1").start()
+    total = len(expected.events)
+    recoveries = []
+    for share in (0.15, 0.5):
+        wait_for(f"{share:.0%} of the states", lambda s=share: state_count(stack_cfg) >= s * total,
+                 [worker])
+        worker.kill()
+        killed_at, before = time.monotonic(), state_count(stack_cfg)
+        worker.start()
+        wait_for("new states after the restart", lambda b=before: state_count(stack_cfg) > b,
+                 [worker])
+        recoveries.append(time.monotonic() - killed_at)
+    wait_caught_up(stack_cfg, [worker])
+    worker.stop()
+    print("\nrestart to first new state after SIGKILL: "
+          + ", ".join(f"{s:.1f} s" for s in recoveries))
+
+    got = latest_states(read_topic(stack_cfg, stack_cfg.topics.state))
+    assert not diff_states(got, expected.docs), diff_states(got, expected.docs)
+    ids = event_ids(read_topic(stack_cfg, stack_cfg.topics.events))
+    assert set(ids) == expected.event_ids
+    # the changelog holds every job's whole state too (another worker would start from it)
+    from_changelog = changelog_docs(stack_cfg)
+    assert not diff_states({k: as_state(v) for k, v in from_changelog.items()}, expected.docs)

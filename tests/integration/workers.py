@@ -77,10 +77,12 @@ class WorkerProcess:
     """One ``jobstream worker`` subprocess; its output goes to ``log``."""
 
     def __init__(self, cfg: Config, workdir: Path, *, name: str = "w1",
-                 web_port: int | None = None, store_dir: Path | None = None) -> None:
+                 web_port: int | None = None, store_dir: Path | None = None,
+                 **worker: Any) -> None:
         self.web_port = web_port or free_port()
         store = store_dir or workdir / f"store-{name}"
-        self.cfg = cfg.replace(worker={"web_port": self.web_port, "store_dir": str(store)})
+        self.cfg = cfg.replace(worker={"web_port": self.web_port, "store_dir": str(store),
+                                       **worker})
         self.name = name
         self.workdir = workdir
         self.log = workdir / f"worker-{name}.log"
@@ -231,23 +233,36 @@ def committed(cfg: Config, group: str, topic: str, partitions: Iterable[int]) ->
     return {tp.partition: tp.offset for tp in result.topic_partitions}
 
 
-def caught_up(cfg: Config) -> bool:
-    """Whether the worker group committed every raw and canonical message there is."""
+def lag(cfg: Config) -> dict[str, dict[int, tuple[int, int]]]:
+    """topic -> partition -> (committed, end) of the worker group's input topics, where
+    the group has not committed everything yet (empty when caught up)."""
     group = cfg.worker.app_id
+    out: dict[str, dict[int, tuple[int, int]]] = {}
     for topic in (cfg.topics.raw, canonical_topic(cfg)):
         ends = end_offsets(cfg, topic)
         if not ends:
-            return False
+            out[topic] = {}
+            continue
         done = committed(cfg, group, topic, ends)
-        if any(end > 0 and done.get(p, -1) < end for p, end in ends.items()):
-            return False
-    return True
+        behind = {p: (done.get(p, -1), end) for p, end in ends.items()
+                  if end > 0 and done.get(p, -1) < end}
+        if behind:
+            out[topic] = behind
+    return out
 
 
 def wait_caught_up(cfg: Config, workers: Iterable[WorkerProcess],
                    guard_s: float = GUARD_S) -> None:
-    wait_for("the worker to commit every input", lambda: caught_up(cfg), workers, guard_s,
-             poll_s=0.5)
+    last: list[Any] = []
+
+    def done() -> bool:
+        last[:] = [lag(cfg)]
+        return not last[0]
+
+    try:
+        wait_for("the worker to commit every input", done, workers, guard_s, poll_s=0.5)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n(committed, end) behind: {last}") from None
 
 
 # -- raw records ----------------------------------------------------------------------
@@ -346,13 +361,18 @@ class Expected:
     events: list[JobEvent]
 
 
+def stages(cfg: Config) -> tuple[Enricher, Anonymizer]:
+    """The enrichment and anonymization stages of ``cfg``, as the worker builds them."""
+    return (Enricher.from_config(cfg.enrich.passwd_file, cfg.enrich.users_file,
+                                 cfg.enrich.topology_file),
+            Anonymizer.from_config(cfg.anonymize.fields, cfg.anonymize.key_file))
+
+
 def offline(cfg: Config, messages: Iterable[Raw]) -> Expected:
     """What ``messages`` must turn into: normalize, fit, fold, enrich, anonymize."""
     codec = AvroCodec("RawRecord")
     wire = Wire(cfg, {"raw": codec})
-    enricher = Enricher.from_config(cfg.enrich.passwd_file, cfg.enrich.users_file,
-                                    cfg.enrich.topology_file)
-    anonymizer = Anonymizer.from_config(cfg.anonymize.fields, cfg.anonymize.key_file)
+    enricher, anonymizer = stages(cfg)
     events: list[JobEvent] = []
     bad: dict[bytes, str] = {}
     for m in messages:
