@@ -434,11 +434,26 @@ class Drainer:
         self._producer = self._new_producer()
         try:
             while not self._stop.is_set():
-                self._step()
+                try:
+                    self._step()
+                except SpoolError as exc:
+                    self._spool_failed(exc)
             self._finish(self._flush_s)
         except Exception:
             logger.exception("spool %s: drainer failed", self.spool.name)
             raise
+
+    def _spool_failed(self, exc: SpoolError) -> None:
+        """The spool file refused a write (a full disk refuses even a delete in WAL mode):
+        keep sending and retry the deletes with backoff until space returns. Delivered
+        records not yet deleted stay acknowledged in memory (or, after a crash, are sent
+        again: duplicates, never a loss)."""
+        if self.last_error != str(exc):
+            logger.error("%s; the drainer retries until there is room", exc)
+        self.last_error = str(exc)
+        # a short cap: whoever frees the disk should see the spool drain soon after
+        self._backoff = min(self._backoff_max_s, 5.0, max(1.0, self._backoff * 2))
+        self._stop.wait(self._backoff)
 
     def _step(self) -> None:
         if self._failed or self._fatal:
@@ -505,7 +520,11 @@ class Drainer:
         if not self._acked:
             return
         acked, self._acked = self._acked, []
-        self.spool.delete(acked)
+        try:
+            self.spool.delete(acked)
+        except SpoolError:
+            self._acked = acked + self._acked  # delivered: deleted once there is room
+            raise
         self.delivered += len(acked)
         self._backoff = 0.0
         if self._on_acked is not None:
