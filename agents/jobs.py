@@ -20,6 +20,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from pipeline.anonymize import IDENTITY_FIELDS
 from pipeline.fold import JobFold
 from pipeline.model import JobEvent
 from pipeline.snapshots import JobSummary, build_snapshots, summarize
@@ -60,11 +61,12 @@ def register(worker: Worker) -> None:
     app, table, cfg = worker.app, worker.jobs, worker.cfg
     active = ActiveJobs()
 
-    def outputs(ev: JobEvent, fold: JobFold) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def outputs(ev: JobEvent, fold: JobFold, state: dict[str, Any]
+                ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         event = ev.to_dict()
         event["facts"] = worker.enricher.facts(event["facts"])
         docs = [worker.anonymizer.document(worker.enricher.facts(d)) for d in fold.documents()]
-        return worker.anonymizer.event(event), docs
+        return worker.anonymizer.event(event, _identities(worker, state)), docs
 
     @app.agent(worker.canonical, name="jobs", concurrency=1)
     async def jobs(stream):  # type: ignore[no-untyped-def]
@@ -86,8 +88,8 @@ def register(worker: Worker) -> None:
             # Written even for a duplicate: after a crash the local store can be ahead of the
             # changelog (written at once vs. flushed at commit); rewriting re-sends the
             # changelog entry, as re-emitting catches the outputs up.
-            table[key] = fold.to_dict()
-            ev_out, docs = outputs(item, fold)
+            value = table[key] = fold.to_dict()
+            ev_out, docs = outputs(item, fold, value)
             await worker.events.send(key=key, value=worker.wire.encode_event(ev_out))
             for doc in docs:
                 await worker.state.send(key=key, value=worker.wire.encode_state(doc))
@@ -129,6 +131,15 @@ def register(worker: Worker) -> None:
         docs = [worker.anonymizer.document(worker.enricher.facts(d))
                 for d in JobFold.from_dict(state).documents()]
         return web.json(docs[-1] if len(docs) == 1 else {"incarnations": docs})
+
+
+def _identities(worker: Worker, state: dict[str, Any]) -> set[tuple[str, Any]]:
+    """(field, value) of every identity a job's events state (enriched), for the
+    anonymization of free text; nothing when the policy is off."""
+    if not worker.anonymizer.active:
+        return set()
+    return {(f, v) for e in state["events"] for f, v in worker.enricher.facts(e["facts"]).items()
+            if f in IDENTITY_FIELDS and v is not None}
 
 
 def _rebuild(active: ActiveJobs, worker: Worker, assigned: set[int]) -> None:

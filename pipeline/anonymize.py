@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -95,17 +95,15 @@ class Anonymizer:
         out = dict(values)
         replacements: dict[str, str] = {}
         for field, action in self.policy.items():
-            if field not in out:
-                continue
+            if out.get(field) is None:
+                continue  # unknown stays unknown: no pseudonym of "None"
             original = out.pop(field)
             if action == "pseudonymize":
                 out[field] = self.pseudonym(field, original)
             if isinstance(original, str | int) and str(original):
                 replacement = out.get(field, "")
                 replacements[str(original)] = str(replacement)
-        # longest first: a path containing the user name must be replaced as a whole
-        ordered = dict(sorted(replacements.items(), key=lambda kv: -len(kv[0])))
-        return out, ordered
+        return out, _longest_first(replacements)
 
     def document(self, doc: Mapping[str, Any]) -> dict[str, Any]:
         """A job document under the policy."""
@@ -114,43 +112,81 @@ class Anonymizer:
         out, _ = self._fields(doc)
         return out
 
-    def event(self, event: Mapping[str, Any]) -> dict[str, Any]:
-        """An event dict (``JobEvent.to_dict`` shape) under the policy, private data removed."""
+    def event(self, event: Mapping[str, Any],
+              known: Iterable[tuple[str, Any]] = ()) -> dict[str, Any]:
+        """An event dict (``JobEvent.to_dict`` shape) under the policy, private data removed.
+
+        ``known``, (field, value) pairs of the job's identities (from all its events), are
+        scrubbed from free text too: most events state none of them in their facts.
+        """
         out = strip_private(dict(event))
         if not self.active:
             return out
         facts, replacements = self._fields(out.get("facts") or {})
+        for field, value in set(known):
+            if field in self.policy:
+                replacements.update(self._fields({field: value})[1])
+        replacements = _longest_first(replacements)
         out["facts"] = facts
         # Free-form payloads repeat identities in unpredictable places: with a policy on,
         # jobspec and record go, and context strings are scrubbed.
         out.pop("jobspec", None)
         out.pop("record", None)
-        out["context"] = _scrub(out.get("context") or {}, replacements)
+        out["context"] = self._scrub(out.get("context") or {}, replacements)
         return out
+
+    def _scrub(self, value: Any, replacements: Mapping[str, str], key: str = "") -> Any:
+        """Replace sensitive values anywhere in a payload.
+
+        A value under a key that names an identity field (``userid``, ``SLURM_JOB_UID``,
+        ``work_dir``...) gets that field's policy, whoever it names. Elsewhere, the known
+        names and paths are replaced wherever they occur inside a string; numbers (uids)
+        only where the key says it holds an id, since a bare ``0`` or ``1001`` is everywhere.
+        """
+        if isinstance(value, Mapping):
+            out: dict[str, Any] = {}
+            for k, v in value.items():
+                field = _identity_field(str(k))
+                if field in self.policy and isinstance(v, str | int) and not isinstance(v, bool):
+                    if self.policy[field] == "pseudonymize":
+                        pseudonym = self.pseudonym(field, v)
+                        out[k] = str(pseudonym) if isinstance(v, str) else pseudonym
+                    continue
+                out[k] = self._scrub(v, replacements, str(k).lower())
+            return out
+        if isinstance(value, list):
+            return [self._scrub(v, replacements, key) for v in value]
+        id_key = any(hint in key for hint in _ID_KEY_HINTS)
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int):
+            return replacements.get(str(value), value) if id_key else value
+        if isinstance(value, str):
+            if id_key and value in replacements:
+                return replacements[value]
+            for original, replacement in replacements.items():
+                if not original.isdigit() and original in value:
+                    value = value.replace(original, replacement)
+        return value
 
 
 _ID_KEY_HINTS = ("uid", "gid", "user", "group")
 
+#: context keys (lower case, without a ``slurm_job_`` prefix) that hold an identity field
+_IDENTITY_KEYS: Mapping[str, str] = {
+    "uid": "uid", "userid": "uid", "user_id": "uid",
+    "gid": "gid", "group_id": "gid",
+    "user": "user", "username": "user", "user_name": "user",
+    "group": "group", "groupname": "group", "group_name": "group",
+    "cwd": "cwd", "work_dir": "cwd", "workdir": "cwd", "current_working_directory": "cwd",
+}
 
-def _scrub(value: Any, replacements: Mapping[str, str], key: str = "") -> Any:
-    """Replace sensitive values anywhere in a payload.
 
-    Names and paths are replaced wherever they occur inside a string; numbers (uids) only
-    where the key says it holds an id, since a bare ``0`` or ``1001`` is everywhere.
-    """
-    if isinstance(value, Mapping):
-        return {k: _scrub(v, replacements, str(k).lower()) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub(v, replacements, key) for v in value]
-    id_key = any(hint in key for hint in _ID_KEY_HINTS)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return replacements.get(str(value), value) if id_key else value
-    if isinstance(value, str):
-        if id_key and value in replacements:
-            return replacements[value]
-        for original, replacement in replacements.items():
-            if not original.isdigit() and original in value:
-                value = value.replace(original, replacement)
-    return value
+def _identity_field(key: str) -> str | None:
+    k = key.lower()
+    return _IDENTITY_KEYS.get(k.removeprefix("slurm_job_"))
+
+
+def _longest_first(replacements: Mapping[str, str]) -> dict[str, str]:
+    # a path containing the user name must be replaced as a whole
+    return dict(sorted(replacements.items(), key=lambda kv: -len(kv[0])))

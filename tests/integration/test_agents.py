@@ -44,8 +44,9 @@ from pipeline.parsers import split_records
 from pipeline.workload import Workload, WorkloadSpec
 
 VECTORS = Path("/work/shared/vectors")
-#: received_at of every test record: fixed, so the offline parse sees what the worker sees
-RECEIVED = 1_795_000_000.0
+#: received_at of the vector records: fixed (the offline parse sees what the worker sees)
+#: and after every recorded event (the stream refuses events from the future)
+RECEIVED = 1_800_000_000.0
 START = 1_790_000_000.0
 
 
@@ -217,8 +218,8 @@ def _event(events: list[Msg], key: str, name: str) -> dict[str, Any]:
 # -- 2. SIGKILL while processing ------------------------------------------------------
 
 
-def state_count(cfg: Config) -> int:
-    return sum(end_offsets(cfg, cfg.topics.state).values())
+def event_count(cfg: Config) -> int:
+    return sum(end_offsets(cfg, cfg.topics.events).values())
 
 
 def changelog_docs(cfg: Config) -> dict[str, dict[str, Any]]:
@@ -247,17 +248,17 @@ def test_sigkill_while_processing_loses_and_double_counts_nothing(
     total = len(expected.events)
     recoveries = []
     for share in (0.15, 0.5):
-        wait_for(f"{share:.0%} of the states", lambda s=share: state_count(stack_cfg) >= s * total,
+        wait_for(f"{share:.0%} of the events", lambda s=share: event_count(stack_cfg) >= s * total,
                  [worker])
         worker.kill()
-        killed_at, before = time.monotonic(), state_count(stack_cfg)
+        killed_at, before = time.monotonic(), event_count(stack_cfg)
         worker.start()
-        wait_for("new states after the restart", lambda b=before: state_count(stack_cfg) > b,
+        wait_for("new events after the restart", lambda b=before: event_count(stack_cfg) > b,
                  [worker])
         recoveries.append(time.monotonic() - killed_at)
     wait_caught_up(stack_cfg, [worker])
     worker.stop()
-    print("\nrestart to first new state after SIGKILL: "
+    print("\nrestart to first new event after SIGKILL: "
           + ", ".join(f"{s:.1f} s" for s in recoveries))
 
     got = latest_states(read_topic(stack_cfg, stack_cfg.topics.state))
@@ -267,3 +268,105 @@ def test_sigkill_while_processing_loses_and_double_counts_nothing(
     # the changelog holds every job's whole state too (another worker would start from it)
     from_changelog = changelog_docs(stack_cfg)
     assert not diff_states({k: as_state(v) for k, v in from_changelog.items()}, expected.docs)
+
+
+# -- 3. anonymization -----------------------------------------------------------------
+
+POLICY = {"user": "pseudonymize", "uid": "pseudonymize", "group": "pseudonymize",
+          "gid": "drop", "cwd": "drop"}
+_ID_KEYS = ("uid", "gid", "userid", "user_id", "group_id")
+
+
+def identities(plain: Config, messages: list[Raw]) -> tuple[set[str], set[int]]:
+    """Every user name, group name and path, and every uid and gid, the input tells (after
+    enrichment: a uid the host knows gives a name too); ``plain`` has no policy."""
+    enricher, _ = stages(plain)
+    names: set[str] = set()
+    kept: set[str] = set()
+    ids: set[int] = set()
+    expected = offline(plain, messages)
+    for values in [enricher.facts(ev.facts) for ev in expected.events] + list(
+            expected.docs.values()):
+        names |= {str(values[f]) for f in ("user", "group", "cwd") if values.get(f)}
+        ids |= {int(values[f]) for f in ("uid", "gid") if values.get(f) is not None}
+        kept |= {str(values[f]) for f in ("bank", "queue", "qos", "job_name") if values.get(f)}
+    # a name that is also a kept value cannot be looked for (Slurm's account "root")
+    return names - kept, ids
+
+
+def leaks(messages: list[Msg], codec: AvroCodec, names: set[str], ids: set[int]) -> list[str]:
+    """Where an identity shows in the decoded values (as JSON text: names and paths
+    anywhere, uids under an id key) or in the bytes on the wire."""
+    found = []
+    for m in messages:
+        if m.value is None:
+            continue
+        value = codec.decode(m.value)
+        for name in ("context", "facts", "jobspec", "R", "record"):
+            if isinstance(value.get(name), str):
+                value[name] = json.loads(value[name])
+        text = json.dumps(value)
+        found += [f"{n!r} in ...{text[max(text.index(n) - 80, 0):text.index(n) + 40]}"
+                  for n in names if n in text]
+        found += [f"{n!r} in the bytes" for n in names if n.encode() in m.value]
+        found += [f"{k}={v} in {text[:200]}" for k, v in _id_values(value) if v in ids]
+    return found
+
+
+def _id_values(value: Any, key: str = "") -> Iterator[tuple[str, int]]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _id_values(v, str(k).lower())
+    elif isinstance(value, list):
+        for v in value:
+            yield from _id_values(v, key)
+    elif isinstance(value, int | str) and not isinstance(value, bool) and any(
+            h in key for h in _ID_KEYS) and str(value).isdigit():
+        yield key, int(value)
+
+
+def test_anonymized_outputs_show_no_identity_and_pseudonyms_survive_a_restart(
+        stack_cfg: Config, spawn: Callable[..., WorkerProcess], tmp_path: Path) -> None:
+    key_file = tmp_path / "site.key"
+    key_file.write_text("a site secret of the test, 32 bytes\n")
+    cfg = stack_cfg.replace(anonymize={"key_file": str(key_file), "fields": POLICY},
+                            worker={"snapshot_interval_s": 1.0})
+    first = generated(WorkloadSpec(seed=31, jobs=120, start=START, time_scale=0.05))
+    second = generated(WorkloadSpec(seed=32, jobs=120, start=START + 10_000, time_scale=0.05))
+    first += real_vectors()
+    names, ids = identities(stack_cfg, first + second)
+    assert {"alice", "/home/slurmtest/jobs"} <= names and {0, 1001} <= ids
+
+    worker = spawn(cfg)
+    for part in (first, second):  # a restart between the two halves
+        publish(cfg, part)
+        worker.start()
+        wait_caught_up(cfg, [worker])
+        wait_for("a queue snapshot", lambda: sum(end_offsets(cfg, cfg.topics.snapshots)
+                                                  .values()) > 0, [worker])
+        worker.stop()
+
+    expected = offline(cfg, first + second)
+    states = read_topic(cfg, cfg.topics.state)
+    events = read_topic(cfg, cfg.topics.events)
+    snapshots = read_topic(cfg, cfg.topics.snapshots)
+    got = latest_states(states)
+    assert not diff_states(got, expected.docs), diff_states(got, expected.docs)
+    assert set(event_ids(events)) == expected.event_ids
+    found = (leaks(states, AvroCodec("JobState"), names, ids)
+             + leaks(events, AvroCodec("JobEvent"), names, ids)
+             + leaks(snapshots, AvroCodec("QueueSnapshot"), names, ids))
+    assert not found, '\n'.join(sorted(set(found))[:30])
+
+    # one user, one pseudonym, before and after the restart
+    _, anonymizer = stages(cfg)
+    alice = anonymizer.pseudonym("user", "alice")
+    truth = {**Workload(WorkloadSpec(seed=31, jobs=120, start=START, time_scale=0.05)).truth,
+             **Workload(WorkloadSpec(seed=32, jobs=120, start=START + 10_000,
+                                     time_scale=0.05)).truth}
+    slurm_alice = {k for k, t in truth.items() if t.get("user") == "alice"}
+    halves = [{k for k in slurm_alice if any(m.key == k for m in part)}
+              for part in (first, second)]
+    assert all(halves), "alice has Slurm jobs in both halves"
+    assert {got[k]["user"] for k in slurm_alice} == {alice}
+    assert all(got[k]["gid"] is None and got[k]["cwd"] is None for k in got)

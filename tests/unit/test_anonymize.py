@@ -78,3 +78,31 @@ class TestPolicy:
         f.write_bytes(b"short")
         with pytest.raises(ConfigError, match="16 bytes"):
             Anonymizer.from_config({"user": "pseudonymize"}, str(f))
+
+
+class TestContext:
+    POLICY = {"user": "pseudonymize", "uid": "pseudonymize", "cwd": "drop"}
+
+    def test_an_id_key_gets_the_policy_whoever_it_names(self):
+        # a Flux cancel: the context says who raised it; the event's facts say nothing
+        anon = Anonymizer(self.POLICY, KEY)
+        out = anon.event(event(facts={}, context={"type": "cancel", "userid": 1002,
+                                                  "SLURM_JOB_UID": "1001",
+                                                  "SLURM_JOB_WORK_DIR": "/home/bob/x"}))
+        assert out["context"]["userid"] == anon.pseudonym("uid", 1002)
+        assert out["context"]["SLURM_JOB_UID"] == str(anon.pseudonym("uid", 1001))
+        assert "SLURM_JOB_WORK_DIR" not in out["context"]
+        assert out["context"]["type"] == "cancel"
+
+    def test_free_text_loses_the_jobs_identities(self):
+        anon = Anonymizer(self.POLICY, KEY)
+        ev = event(facts={}, context={"note": "cancelled by alice in /home/alice/run"})
+        known = [("user", "alice"), ("uid", 1001), ("cwd", "/home/alice/run"), ("user", "alice")]
+        note = anon.event(ev, known)["context"]["note"]
+        assert "alice" not in note and "/home" not in note
+        assert anon.pseudonym("user", "alice") in note
+        assert anon.event(ev)["context"]["note"] == ev["context"]["note"]  # without the job
+
+    def test_unknown_identity_stays_unknown(self):
+        doc = Anonymizer(self.POLICY, KEY).document({"user": None, "uid": None, "cwd": None})
+        assert doc == {"user": None, "uid": None, "cwd": None}
