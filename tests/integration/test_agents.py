@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +28,7 @@ from workers import (
     diff_states,
     end_offsets,
     event_ids,
+    grep_log,
     latest_states,
     offline,
     publish,
@@ -41,6 +45,7 @@ from pipeline.edges.base import record_key
 from pipeline.fold import JobFold, doc_id
 from pipeline.model import RawRecord
 from pipeline.parsers import split_records
+from pipeline.snapshots import build_snapshots, summarize
 from pipeline.workload import Workload, WorkloadSpec
 
 VECTORS = Path("/work/shared/vectors")
@@ -370,3 +375,107 @@ def test_anonymized_outputs_show_no_identity_and_pseudonyms_survive_a_restart(
     assert all(halves), "alice has Slurm jobs in both halves"
     assert {got[k]["user"] for k in slurm_alice} == {alice}
     assert all(got[k]["gid"] is None and got[k]["cwd"] is None for k in got)
+
+
+# -- 4. two workers: queue snapshots and the job query --------------------------------
+
+_ADDITIVE = ("pending_jobs", "running_jobs", "pending_cores", "running_cores", "pending_gpus",
+             "running_gpus", "pending_nodes", "running_nodes", "pending_node_hours")
+
+
+def submits_only(messages: list[Raw]) -> list[Raw]:
+    """The first record of every job (a Flux submit, a pending squeue): jobs that wait."""
+    seen: set[str | None] = set()
+    out = []
+    for m in messages:
+        if m.key not in seen:
+            seen.add(m.key)
+            out.append(m)
+    return out
+
+
+def partitions_logged(worker: WorkerProcess) -> set[int] | None:
+    """The partitions of the worker's last snapshot round (None before the first)."""
+    lines = grep_log(worker, r"queue snapshots: partitions=")
+    if not lines:
+        return None
+    found = re.search(r"partitions=(\[[\d, ]*\])", lines[-1])
+    assert found is not None
+    return set(json.loads(found[1]))
+
+
+def get_job(port: int, cluster: str, job_id: str) -> tuple[int, Any]:
+    url = f"http://127.0.0.1:{port}/jobs/{cluster}/{job_id}"
+    try:
+        with urllib.request.urlopen(url, timeout=30) as resp:  # noqa: S310 - our own worker
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_two_workers_share_the_queues_and_answer_for_each_other(
+        stack_cfg: Config, spawn: Callable[..., WorkerProcess]) -> None:
+    interval = 2.0
+    cfg = stack_cfg.replace(worker={"snapshot_interval_s": interval})
+    messages = submits_only(generated(WorkloadSpec(seed=41, jobs=400, start=START)))
+    expected = offline(cfg, messages)
+    assert {d["state"] for d in expected.docs.values()} == {"pending"}
+
+    workers = [spawn(cfg, name=f"w{i}").start() for i in (1, 2)]
+    # both in the group, sharing the partitions, before any record comes
+    wait_for("the partitions shared by two workers", lambda: _split(workers), workers)
+    publish(cfg, messages)
+    wait_caught_up(cfg, workers)
+    after_ms = int(time.time() * 1000)
+
+    codec = AvroCodec("QueueSnapshot")
+
+    def rounds() -> dict[int, list[dict[str, Any]]]:
+        """Snapshot timestamp -> the latest snapshot of each worker and queue, for the
+        rounds both workers stamped after every job was in."""
+        by_ts: dict[int, dict[tuple[str, str, str], dict[str, Any]]] = {}
+        for m in read_topic(cfg, cfg.topics.snapshots):
+            snap = codec.decode(m.value)
+            if snap["timestamp"] >= after_ms:
+                by_ts.setdefault(snap["timestamp"], {})[
+                    (snap["worker"], snap["cluster"], snap["queue"])] = snap
+        return {ts: list(s.values()) for ts, s in by_ts.items()
+                if {w for w, _, _ in s} == {"w1", "w2"}}
+
+    wait_for("a snapshot round of both workers", lambda: bool(rounds()), workers)
+    ts, snaps = sorted(rounds().items())[0]
+    owned = [set(next(s["partitions"] for s in snaps if s["worker"] == w)) for w in ("w1", "w2")]
+    assert owned[0] and owned[1] and not owned[0] & owned[1]
+    assert owned[0] | owned[1] == set(range(cfg.kafka.partitions))
+
+    one = {(s["cluster"], s["queue"]): s for s in build_snapshots(
+        (summarize(d) for d in expected.docs.values()), ts / 1000, "one", range(4), interval)}
+    assert {(s["cluster"], s["queue"]) for s in snaps} == set(one)
+    for (cluster, queue), want in one.items():
+        parts = [s for s in snaps if (s["cluster"], s["queue"]) == (cluster, queue)]
+        for f in _ADDITIVE:
+            assert sum(s[f] for s in parts) == pytest.approx(want[f]), (cluster, queue, f)
+        assert max(s["oldest_pending_age_s"] for s in parts) == pytest.approx(
+            want["oldest_pending_age_s"])
+    assert one[("flux-a", "batch")]["pending_jobs"] > 0 and len(one) >= 4
+
+    # the job query: either worker answers for every job, the owner's table is the source
+    for key in sorted(expected.docs)[::40]:
+        cluster, job_id = key.split(":")
+        for w in workers:
+            status, body = get_job(w.web_port, cluster, job_id)
+            assert status == 200, (w.name, key, body)
+            assert body == json.loads(json.dumps(expected.docs[key])), (w.name, key)
+    for w in workers:
+        status, body = get_job(w.web_port, "flux-a", "12345")
+        assert status == 404 and "unknown job" in body["error"]
+
+
+def _split(workers: list[WorkerProcess]) -> bool:
+    """Whether the workers' last snapshot rounds split every partition between them."""
+    parts = [partitions_logged(w) for w in workers]
+    if any(not p for p in parts):
+        return False
+    a, b = parts
+    assert a is not None and b is not None
+    return not a & b and a | b == {0, 1, 2, 3}
