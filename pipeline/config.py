@@ -183,7 +183,9 @@ class SlurmEdgeConfig:
     #: longest wait between polls while Slurm is unreachable
     poll_backoff_max_s: float = 600.0
     squeue_command: str = "squeue --json"
-    sacct_command: str = "sacct --json --allusers"
+    #: ended states only: squeue reports the living jobs, and without ``--state`` Slurm
+    #: 22.05 leaves jobs that were never eligible (held, dependency) out of the window
+    sacct_command: str = "sacct --json --allusers --state CA,CD,F,TO,NF,OOM,PR,BF,DL"
     command_timeout_s: float = 60.0
 
 
