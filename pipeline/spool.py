@@ -333,6 +333,9 @@ DEFAULT_PRODUCER = {
     # A failed batch is sent again from the spool, in order; this only bounds how long one
     # attempt may hang in librdkafka before the drainer takes over.
     "message.timeout.ms": 120_000,
+    # The raw topic takes records up to 16 MiB (pipeline.topics.RAW_MAX_MESSAGE_BYTES, not
+    # imported: the edges stay small); librdkafka's default refuses anything over 1 MB.
+    "message.max.bytes": 16 * 1024 * 1024,
 }
 
 
@@ -473,20 +476,41 @@ class Drainer:
         for rec in self.spool.read(self._cursor, min(room, 500)):
             if self._inflight_bytes >= self._max_inflight_bytes or self._failed:
                 break
-            while True:
-                try:
-                    self._producer.produce(
-                        rec.topic, value=rec.value, key=rec.key,
-                        headers=list(rec.headers) or None,
-                        on_delivery=lambda err, msg, seq=rec.seq: self._on_delivery(seq, err))
-                    break
-                except BufferError:
-                    self._producer.poll(0.1)
+            outcome = self._produce(rec)
+            if outcome == "failed":
+                break
             self._cursor = rec.seq
+            if outcome == "poison":
+                continue
             self._inflight[rec.seq] = len(rec.value)
             self._inflight_bytes += len(rec.value)
             sent += 1
         return sent
+
+    def _produce(self, rec: SpoolRecord) -> str:
+        """Hand one record to librdkafka: ``sent``; ``poison`` when it is refused for good
+        before sending (a record over ``message.max.bytes``: quarantined like one the
+        broker refuses); ``failed`` for any other refusal (retried after a recovery)."""
+        while True:
+            try:
+                self._producer.produce(
+                    rec.topic, value=rec.value, key=rec.key,
+                    headers=list(rec.headers) or None,
+                    on_delivery=lambda err, msg, seq=rec.seq: self._on_delivery(seq, err))
+                return "sent"
+            except BufferError:
+                self._producer.poll(0.1)
+            except Exception as exc:
+                from confluent_kafka import KafkaException
+                if not isinstance(exc, KafkaException):
+                    raise
+                err = exc.args[0]
+                if err.name() in _POISON_ERRORS:
+                    self._poison.append((rec.seq, f"{err.name()}: {err.str()}"))
+                    return "poison"
+                self.last_error = f"{err.name()}: {err.str()}"
+                self._failed = True
+                return "failed"
 
     def _on_delivery(self, seq: int, err: Any) -> None:
         self._inflight_bytes -= self._inflight.pop(seq, 0)
