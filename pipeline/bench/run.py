@@ -108,6 +108,7 @@ def run_bench(cfg: Config, opts: BenchOptions, console: Console) -> BenchResult:
         if not opts.keep:
             stack.callback(lambda: cleanup(cfg, names))
         es = client(cfg, timeout=120.0)
+        details["run"] = names.token
         console.print(f"bench run [bold]{names.token}[/]; logs in {logs}")
 
         e2e_cfg = names.phase(cfg, "e2e")

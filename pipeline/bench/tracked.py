@@ -175,7 +175,7 @@ def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float
                         raise ServiceError(f"the Flux edge failed:\n{log_tail(edges[0].log)}")
                     if edges[1].proc.poll() is not None:
                         raise ServiceError(f"the Slurm edge exited:\n{log_tail(edges[1].log)}")
-                    published = sum(positions.ends(raw).values())
+                    published = _ends(positions, raw)
                     if published >= jobs and edges[0].proc.poll() == 0:
                         break
                     if time.monotonic() > deadline:
@@ -201,7 +201,7 @@ def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float
         store = _store_bytes(Path(cfg.worker.store_dir))
     return TrackedResult(
         jobs=jobs, flux_jobs=flux_jobs, slurm_jobs=slurm_jobs,
-        records=sum(positions.ends(raw).values()), worker_rss_peak_mib=mib(worker_peak),
+        records=_ends(positions, raw), worker_rss_peak_mib=mib(worker_peak),
         worker_rss_end_mib=mib(worker_end), store_mib=round(store / 2**20, 1),
         flux_edge_rss_peak_mib=mib(edge_rss.peak.get("flux")),
         slurm_edge_rss_peak_mib=mib(edge_rss.peak.get("slurm")),
@@ -209,7 +209,17 @@ def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float
         squeue_mib=round(squeue_bytes / 2**20, 1), seconds=seconds)
 
 
+def _ends(positions: Positions, topics: list[str]) -> int:
+    try:
+        return sum(positions.ends(topics).values())
+    except ServiceError:
+        return 0  # a topic just created has no leader for a moment
+
+
 def _caught_up(positions: Positions, group: str, topics: list[str]) -> bool:
-    ends = positions.ends(topics)
-    committed = positions.committed(group, list(ends))
+    try:
+        ends = positions.ends(topics)
+        committed = positions.committed(group, list(ends))
+    except ServiceError:
+        return False  # as above
     return all(committed.get(tp, -1) >= end for tp, end in ends.items() if end > 0)

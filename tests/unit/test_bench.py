@@ -1,0 +1,88 @@
+"""The pure parts of ``jobstream bench``: what the workload must turn into, how the e2e
+documents are judged, the latency quantiles, the tracked-jobs generator."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.bench import tracked
+from pipeline.bench.feed import build_feed, workload_spec
+from pipeline.bench.flow import _quantile, check_documents, sampled
+from pipeline.bench.report import FIGURES
+from pipeline.bench.run import BenchOptions, _figures
+from pipeline.fold import doc_id
+
+
+@pytest.fixture(scope="module")
+def feed():  # type: ignore[no-untyped-def]
+    return build_feed(workload_spec(3, 60, 1000.0, 0.05, start=1_790_000_000.0))
+
+
+def test_each_record_knows_its_jobs_revision_and_the_last_one_is_the_documents(feed) -> None:
+    last: dict[str, int] = {}
+    for rec, revision, events in zip(feed.records, feed.revisions, feed.events, strict=True):
+        assert revision >= last.get(rec.key, 0)  # a job's revision never goes back
+        assert revision - last.get(rec.key, 0) <= events  # at most one per new event
+        last[rec.key] = revision
+    assert last == {key: doc["revision"] for key, doc in feed.documents.items()}
+    assert feed.revision_sum == sum(last.values())
+    assert feed.total_events == sum(feed.events) > len(feed.records)
+
+
+def test_the_offline_documents_are_the_workloads_truth(feed) -> None:
+    assert set(feed.documents) == set(feed.truth)
+    for key, want in feed.truth.items():
+        assert feed.documents[key]["result"] == want["result"]
+
+
+def test_document_check_finds_missing_unexpected_and_different_documents(feed) -> None:
+    expected = {k: dict(v) for k, v in feed.documents.items()}
+    indexed = [dict(d) for d in expected.values()]
+    assert check_documents(expected, indexed).ok
+
+    changed = [dict(d) for d in indexed]
+    changed[0]["state"] = "running"
+    dropped = changed[:-1]
+    stray = {**changed[1], "job_id": "no-such-job"}
+    out = check_documents(expected, [*dropped, stray])
+    assert not out.ok
+    assert out.missing == [doc_id(indexed[-1])]
+    assert out.unexpected == [doc_id(stray)]
+    assert (doc_id(indexed[0]), "state", "running", indexed[0]["state"]) in out.differences
+    assert out.equal == len(expected) - 2
+
+
+def test_quantiles() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert _quantile([], 0.5) is None
+    assert _quantile([2.0], 0.99) == 2.0
+    assert _quantile(values, 0.5) == pytest.approx(50.5, abs=0.1)
+    assert _quantile(values, 0.99) == pytest.approx(99.0, abs=0.1)
+
+
+def test_sampling_picks_about_one_in_n() -> None:
+    keys = [f"c:{i}" for i in range(5000)]
+    chosen = [k for k in keys if sampled(k, 50)]
+    assert 50 <= len(chosen) <= 150
+    assert all(sampled(k, 1) for k in keys[:10])
+
+
+def test_tracked_jobs_have_distinct_ids_across_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tracked, "CHUNK", 40)
+    records = list(tracked.pending_jobs(130, seed=5))
+    keys = [r.key for r in records]
+    assert len(keys) == len(set(keys)) == 130
+    assert {r.format for r in records} == {"flux-journal", "slurm-squeue"}
+
+
+def test_every_figure_is_reported_even_when_not_measured() -> None:
+    figures = _figures({}, BenchOptions())
+    assert [f.name for f in figures] == list(FIGURES)
+    assert all(f.value is None and f.ok is None for f in figures)
+    met = {f.name: f.ok for f in _figures(
+        {"consume_decode_ceiling_events_per_s": 1000.0, "e2e_events_per_s": 600.0,
+         "latency_p99_s": 2.0, "events_per_job": 10.0, "job_doc_writes_per_job": 2.0},
+        BenchOptions())}
+    assert met["e2e_ratio_to_ceiling"] is True
+    assert met["latency_p99_s"] is False
+    assert met["job_doc_writes_per_job"] is True
