@@ -65,6 +65,7 @@ from typing import Any
 from pipeline.errors import ParseError
 from pipeline.fluid import FLUID_MAX, decode_jobid, f58_encode
 from pipeline.model import FACT_FIELDS, JobEvent, make_event_id
+from pipeline.parsers.duplicates import check_duplicate_keys
 from pipeline.parsers.jobspec import (
     jobspec_facts,
     jobspec_update_facts,
@@ -115,11 +116,13 @@ class _Doc:
         else:
             raise ParseError("bad-type", f"{what} must be bytes or text, "
                              f"not {type(data).__name__}")
+        text = text.removeprefix("\ufeff")
         try:
-            return json.loads(text.removeprefix("\ufeff"), parse_float=self._number,
-                              parse_constant=self._number)
+            value = json.loads(text, parse_float=self._number, parse_constant=self._number)
         except (ValueError, RecursionError) as exc:
             raise ParseError("invalid-json", f"{what}: {exc}") from None
+        check_duplicate_keys(text, value, what)
+        return value
 
     def check_finite(self) -> None:
         if self.nonfinite:

@@ -21,6 +21,7 @@ from typing import Any
 from pipeline.errors import ParseError
 from pipeline.hostlist import expand_hostlist
 from pipeline.model import FACT_FIELDS, JobEvent, make_event_id
+from pipeline.parsers.duplicates import check_duplicate_keys
 
 __all__ = [
     "PRIVATE_KEYS",
@@ -95,11 +96,13 @@ def decode_json(payload: bytes | bytearray | memoryview | str, *, what: str) -> 
     if not text.strip():
         raise ParseError("invalid-json", f"{what} is empty")
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant)
     except RecursionError:
         raise ParseError("invalid-json", f"{what} is not valid JSON: nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError, huge integers, NaN
         raise ParseError("invalid-json", f"{what} is not valid JSON: {exc}") from None
+    check_duplicate_keys(text, value, what)
+    return value
 
 
 def require_object(value: Any, *, what: str) -> Mapping[str, Any]:

@@ -1,0 +1,64 @@
+"""Duplicate keys in a JSON object: refused, reason ``duplicate-key``.
+
+JSON leaves the meaning of a repeated key open (RFC 8259 4: names SHOULD be unique); readers
+disagree on whether the first or the last one counts, so a record that repeats a key (a
+job id, an event name) could mean different jobs to different tools. jobstream refuses to
+guess: the record goes to the DLQ whole (no real flux-core or Slurm record in the vectors
+repeats a key).
+
+The check costs little: the text's key separators (``":``) are counted and compared with
+the keys the parsed value holds; only when they differ (a repeated key, a ``":`` inside a
+string, or a space before a colon) is the text parsed again, exactly, pair by pair.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pipeline.errors import ParseError
+
+__all__ = ["check_duplicate_keys"]
+
+
+def check_duplicate_keys(text: str, value: Any, what: str) -> None:
+    """Raise ParseError ``duplicate-key`` if an object of ``text`` (parsed: ``value``)
+    repeats a key."""
+    if text.count('":') == _count_keys(value):
+        return
+    try:
+        json.loads(text, object_pairs_hook=_unique)
+    except _Duplicate as exc:
+        raise ParseError("duplicate-key", f"{what}: an object repeats the key {exc.key!r} "
+                         "(which one counts is ambiguous)") from None
+
+
+class _Duplicate(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Duplicate(key)
+            seen.add(key)
+    return obj
+
+
+def _count_keys(value: Any) -> int:
+    """Keys of every object in a parsed JSON value."""
+    n = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is dict:
+            n += len(item)
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+    return n
