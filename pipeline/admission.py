@@ -1,0 +1,79 @@
+"""What the stream admits of a parsed record, beyond the parsers' own checks (pure).
+
+The parsers refuse what cannot be read. Some records read fine and still must not go
+downstream as they are; :func:`admit` refuses those, whole, with a ``ParseError`` (the
+normalize stage sends the raw record to the DLQ with the reason, and a replay after a fix
+reprocesses it). It depends only on the record, so a replay decides the same way.
+
+Refused:
+
+* ``future-timestamp`` -- an event dated more than :data:`FUTURE_TOLERANCE_S` (one day)
+  after the record's ``received_at`` (when the edge received it). Events report what
+  happened, so such a time is a broken clock or a corrupt record; folded, it would sort
+  after every real event ("later wins") and overrule them, and open an events index for
+  that far month. One day is far beyond any clock skew between a scheduler and its edge.
+  Exempt: Slurm's ``eligible``, which for a pending job states when it *will* become
+  eligible (``sbatch --begin``). Records without a ``received_at`` (0) are not checked.
+* ``too-deep`` -- an event ``context`` nested deeper than :data:`MAX_CONTEXT_DEPTH`:
+  Elasticsearch indexes ``context`` as ``flattened``, which refuses more than 20 levels;
+  refused here, the whole record keeps its place in the DLQ instead of its event being
+  dropped by the sink after the job's state already counted it.
+
+Admitted on purpose (valid data, not errors): event names we do not know (Flux eventlogs
+are extensible: they go to the events index and leave the job's derived fields alone),
+events of jobs never seen before (normal after the raw topic's retention, or when an edge
+starts after a job's submit: the job document holds what those events tell), times far
+in the past (backfills), and huge records (the worker cuts an event's jobspec, R or
+record to ``worker.max_event_bytes``, :func:`pipeline.wire.fit_event`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipeline.errors import ParseError
+from pipeline.model import JobEvent, RawRecord
+
+__all__ = ["FUTURE_TOLERANCE_S", "MAX_CONTEXT_DEPTH", "admit"]
+
+FUTURE_TOLERANCE_S = 86400.0
+#: Elasticsearch's flattened fields accept 20 levels; the context object is one of them
+MAX_CONTEXT_DEPTH = 16
+
+#: events that may state a moment still to come
+_PLANNED = frozenset({("slurm", "eligible")})
+
+
+def admit(raw: RawRecord, events: Sequence[JobEvent]) -> None:
+    """Raise ParseError if the stream must not take ``events`` (parsed from ``raw``)."""
+    limit = raw.received_at + FUTURE_TOLERANCE_S if raw.received_at > 0 else None
+    for ev in events:
+        if limit is not None and ev.timestamp > limit \
+                and (ev.scheduler, ev.event) not in _PLANNED:
+            raise ParseError("future-timestamp", f"event {ev.event} of job {ev.job_id} is "
+                             f"dated {ev.timestamp:.0f}, {ev.timestamp - raw.received_at:.0f} s "
+                             f"after the record was received ({raw.received_at:.0f}); more "
+                             f"than {FUTURE_TOLERANCE_S:.0f} s ahead is a broken clock")
+        if ev.context and _depth(ev.context, MAX_CONTEXT_DEPTH + 1) > MAX_CONTEXT_DEPTH:
+            raise ParseError("too-deep", f"event {ev.event} of job {ev.job_id}: context "
+                             f"nested deeper than {MAX_CONTEXT_DEPTH} levels")
+
+
+def _depth(value: Any, stop: int) -> int:
+    """Nesting depth of a JSON value (a scalar is 0), counted no further than ``stop``."""
+    if stop <= 0:
+        return 0
+    if isinstance(value, Mapping):
+        children = value.values()
+    elif isinstance(value, list):
+        children = value
+    else:
+        return 0
+    deepest = 0
+    for child in children:
+        if isinstance(child, Mapping | list):
+            deepest = max(deepest, _depth(child, stop - 1))
+            if deepest >= stop - 1:
+                break
+    return 1 + deepest
