@@ -38,4 +38,9 @@ def worker(ctx: click.Context, name: str | None, web_port: int | None, store_dir
         cfg = cfg.replace(worker=overrides)
     ensure_topics(cfg)
     w = create_app(cfg, name=name)
-    faust.Worker(w.app, loglevel=loglevel, quiet=True).execute_from_commandline()
+    runner = faust.Worker(w.app, loglevel=loglevel, quiet=True)
+    # Faust's progress spinner sets the root logger to DEBUG (so that every record spins
+    # it): every aiokafka and Faust debug call then builds a LogRecord, a fifth of the
+    # worker's CPU under load. Without the spinner the root keeps ``loglevel``.
+    runner.spinner = None
+    runner.execute_from_commandline()

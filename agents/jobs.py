@@ -9,6 +9,16 @@ commit), and re-emitting is what makes them catch up. The sink
 is idempotent (events by id, states by revision), so this costs a no-op write, not a
 double count.
 
+Job states are emitted per *batch*, not per event: a job's events come in bursts (a
+Flux submit, validate, depend, priority within milliseconds; alloc, prolog, start; the
+end), and each state is the whole document, so only the last of a burst matters. The
+agent marks the job pending and keeps the event unacknowledged; :class:`PendingStates`
+emits each pending job's latest state once, after ``STATE_BATCH`` events or
+``STATE_FLUSH_S`` after the first one (a timer), and only then acknowledges the events.
+Faust commits an offset only once its event is acknowledged and flushes its producer
+before committing, so a crash can lose no state: the events are read again. This halves
+the worker's work per event (the fold's documents, their Avro encoding and the sends).
+
 Timers: queue snapshots of this worker's partitions every ``worker.snapshot_interval_s``,
 and the expiry of finished jobs after ``worker.done_grace_s`` (a control message through
 the canonical topic, since a table may only change inside its stream).
@@ -57,29 +67,74 @@ class ActiveJobs:
                 if done is not None and now - done >= grace_s and p in self.partitions]
 
 
+#: emit the pending job states after this many events ...
+STATE_BATCH = 500
+#: ... or this long after the first of them (the latency it adds, at most)
+STATE_FLUSH_S = 0.05
+
+
+class PendingStates:
+    """Jobs whose state is not emitted yet (key -> partition, latest fold) and the events
+    waiting for it, acknowledged once it is."""
+
+    def __init__(self) -> None:
+        self.folds: dict[bytes, tuple[int, JobFold]] = {}
+        self.events: list[Any] = []
+        self.since = 0.0
+
+    def add(self, key: bytes, partition: int, fold: JobFold, event: Any) -> None:
+        if not self.events:
+            self.since = time.monotonic()
+        self.folds[key] = (partition, fold)
+        self.events.append(event)
+
+    def take(self) -> tuple[dict[bytes, tuple[int, JobFold]], list[Any]]:
+        """Everything pending, and empty again (no await in between: the agent and the
+        timer both flush)."""
+        folds, events = self.folds, self.events
+        self.folds, self.events = {}, []
+        return folds, events
+
+
 def register(worker: Worker) -> None:
     app, table, cfg = worker.app, worker.jobs, worker.cfg
     active = ActiveJobs()
+    pending = PendingStates()
 
-    def outputs(ev: JobEvent, fold: JobFold, state: dict[str, Any]
-                ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def event_output(ev: JobEvent, state: dict[str, Any]) -> dict[str, Any]:
         event = ev.to_dict()
         event["facts"] = worker.enricher.facts(event["facts"])
-        docs = [worker.anonymizer.document(worker.enricher.facts(d)) for d in fold.documents()]
-        return worker.anonymizer.event(event, _identities(worker, state)), docs
+        return worker.anonymizer.event(event, _identities(worker, state))
+
+    def documents(fold: JobFold) -> list[dict[str, Any]]:
+        return [worker.anonymizer.document(worker.enricher.facts(d)) for d in fold.documents()]
+
+    async def emit_states() -> None:
+        folds, events = pending.take()
+        now = time.time()
+        for key, (partition, fold) in folds.items():
+            docs = documents(fold)
+            for doc in docs:
+                await worker.state.send(key=key, value=worker.wire.encode_state(doc))
+            if docs:
+                active.update(key, partition, summarize(docs[-1]), now)
+        for event in events:
+            event.ack()
 
     @app.agent(worker.canonical, name="jobs", concurrency=1)
     async def jobs(stream):  # type: ignore[no-untyped-def]
-        async for event in stream.events():
+        async for event in stream.noack().events():
             message = event.message
             key: bytes = message.key
             item = decode_canonical(message.value)
             if item == EXPIRE:
+                await emit_states()  # a pending state must not follow the tombstone
                 state = table.get(key)
                 if state is not None and JobFold.from_dict(state).done:
                     del table[key]
                     active.jobs.pop(key, None)
                     await worker.state.send(key=key, value=None)
+                event.ack()
                 continue
             assert isinstance(item, JobEvent)
             stored = table.get(key)
@@ -89,12 +144,16 @@ def register(worker: Worker) -> None:
             # changelog (written at once vs. flushed at commit); rewriting re-sends the
             # changelog entry, as re-emitting catches the outputs up.
             value = table[key] = fold.to_dict()
-            ev_out, docs = outputs(item, fold, value)
-            await worker.events.send(key=key, value=worker.wire.encode_event(ev_out))
-            for doc in docs:
-                await worker.state.send(key=key, value=worker.wire.encode_state(doc))
-            if docs:
-                active.update(key, message.partition, summarize(docs[-1]), time.time())
+            await worker.events.send(key=key,
+                                     value=worker.wire.encode_event(event_output(item, value)))
+            pending.add(key, message.partition, fold, event)
+            if len(pending.events) >= STATE_BATCH:
+                await emit_states()
+
+    @app.timer(interval=STATE_FLUSH_S)
+    async def emit_pending_states() -> None:
+        if pending.events and time.monotonic() - pending.since >= STATE_FLUSH_S:
+            await emit_states()
 
     @app.timer(interval=cfg.worker.snapshot_interval_s)
     async def queue_snapshots() -> None:
