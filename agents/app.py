@@ -24,6 +24,7 @@ import faust
 from pipeline.anonymize import Anonymizer
 from pipeline.config import Config
 from pipeline.enrich import Enricher
+from pipeline.kafka_auth import faust_credentials
 from pipeline.topics import RAW_MAX_MESSAGE_BYTES
 from pipeline.wire import Wire
 
@@ -64,6 +65,8 @@ def create_app(cfg: Config, *, name: str | None = None) -> Worker:
     app = faust.App(
         cfg.worker.app_id,
         broker=_broker_urls(cfg.kafka.bootstrap),
+        # SASL / TLS from the librdkafka properties file, as the confluent clients have it
+        broker_credentials=faust_credentials(cfg),
         store="rocksdb://",
         datadir=store_dir,
         autodiscover=False,
