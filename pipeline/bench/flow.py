@@ -132,6 +132,8 @@ class E2EResult:
     writes: dict[str, int]
     rss_peak_mib: dict[str, float | None]
     rss_end_mib: dict[str, float | None]
+    #: CPU seconds each process used from the worker's first output to the last document
+    cpu_s: dict[str, float]
     check: DocCheck
 
     @property
@@ -182,17 +184,20 @@ def run_e2e(cfg: Config, es: Elasticsearch, feed: Feed, logs: Path, *, workers: 
         spawned = time.monotonic()
         with console.status(f"e2e: starting {workers} worker(s) and the sink"):
             first = _first_output(cfg, f, timeout)
+            f.rss.sample()
+            cpu0 = dict(f.rss.cpu_s)
         with console.status(f"e2e: {feed.total_events} events -> {feed.jobs} job documents"):
             last = _all_visible(es, jobs_alias(cfg), feed, f, timeout)
         f.rss.sample()
         peak = {k: mib(v) for k, v in f.rss.peak.items()}
         end = {k: mib(v) for k, v in f.rss.last.items()}
+        cpu = {k: round(v - cpu0.get(k, 0.0), 2) for k, v in f.rss.cpu_s.items()}
     refresh(es, f"{cfg.elasticsearch.index_prefix}*")
     writes = index_writes(es, cfg.elasticsearch.index_prefix)
     check = check_documents(expected_documents(cfg, feed),
                             list(job_documents(es, jobs_alias(cfg))))
     return E2EResult(workers, len(feed.records), feed.total_events, feed.jobs,
-                     first - spawned, last - first, writes, peak, end, check)
+                     first - spawned, last - first, writes, peak, end, cpu, check)
 
 
 @dataclass

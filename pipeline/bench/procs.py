@@ -26,12 +26,14 @@ MIB = 1024 * 1024
 
 
 class RssSampler:
-    """Peak and last RSS (bytes) of some processes, sampled in a thread."""
+    """Peak and last RSS (bytes) and CPU time of some processes, sampled in a thread."""
 
     def __init__(self, interval: float = 0.25) -> None:
         self.interval = interval
         self.peak: dict[str, int] = {}
         self.last: dict[str, int] = {}
+        #: CPU seconds (user + system) used so far, as last sampled
+        self.cpu_s: dict[str, float] = {}
         self._procs: dict[str, psutil.Process] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -57,8 +59,10 @@ class RssSampler:
         for name, proc in procs.items():
             try:
                 rss = int(proc.memory_info().rss)
+                cpu = proc.cpu_times()
             except psutil.Error:
                 continue  # exited; its figures stay
+            self.cpu_s[name] = cpu.user + cpu.system
             self.last[name] = rss
             self.peak[name] = max(self.peak.get(name, 0), rss)
 

@@ -198,6 +198,11 @@ def _e2e(cfg: Config, es: Any, feed: Feed, opts: BenchOptions, logs: Path,
     d["check"] = res.check.as_dict()
     d["events_per_s"] = res.events_per_s
     d["events_per_s_per_worker"] = res.events_per_s / res.workers
+    # what one worker does with a core of its own (here it shares two with everything)
+    worker_cpu = sum(v for k, v in res.cpu_s.items() if k.startswith("worker"))
+    d["events_per_worker_cpu_s"] = res.events / worker_cpu if worker_cpu else None
+    d["events_per_sink_cpu_s"] = (res.events / res.cpu_s["sink"]
+                                  if res.cpu_s.get("sink") else None)
     details["e2e"] = d
     if not res.check.ok:
         console.print(f"[red]e2e documents differ from the offline fold:[/] "

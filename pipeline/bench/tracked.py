@@ -43,6 +43,8 @@ __all__ = ["TrackedResult", "pending_jobs", "run_tracked"]
 
 CHUNK = 10_000
 _POLL_S = 0.5
+#: the edges publishing nothing for this long have failed
+_STALL_S = 120.0
 
 
 @dataclass
@@ -156,8 +158,10 @@ def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float
         flux_cfg = cfg.replace(cluster="bench-flux")
         slurm_cfg = cfg.replace(cluster="bench-slurm", edge={"slurm": {
             "receiver": False, "hooks": False, "bridge": False, "poller": True,
-            "squeue_command": f"cat {sources / 'squeue.json'}",
-            "sacct_command": f"cat {sources / 'sacct.json'}",
+            # the poller appends --starttime/--endtime to sacct: sh takes them as $0.. and
+            # cat never sees them
+            "squeue_command": f"sh -c 'cat {sources / 'squeue.json'}' squeue",
+            "sacct_command": f"sh -c 'cat {sources / 'sacct.json'}' sacct",
             "poll_interval_s": 86400.0, "command_timeout_s": timeout}})
         edges = [_Edge(flux_cfg, ["flux", "--recorded", str(sources / "journal.jsonl")],
                        logs / "edge-flux.log"),
@@ -167,6 +171,7 @@ def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float
         edge_rss.start()
         try:
             deadline = time.monotonic() + timeout
+            progress = (0, time.monotonic())
             with console.status(f"memory: the edges publish {jobs} jobs; the worker tracks "
                                 "them"):
                 while True:
@@ -178,9 +183,12 @@ def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float
                     published = _ends(positions, raw)
                     if published >= jobs and edges[0].proc.poll() == 0:
                         break
-                    if time.monotonic() > deadline:
-                        raise ServiceError(f"after {timeout:.0f} s the edges published "
-                                           f"{published} of {jobs} records")
+                    if published > progress[0]:
+                        progress = (published, time.monotonic())
+                    if time.monotonic() > min(deadline, progress[1] + _STALL_S):
+                        raise ServiceError(
+                            f"the edges published {published} of {jobs} records (logs: "
+                            f"{edges[0].log}, {edges[1].log}):\n{log_tail(edges[1].log, 5)}")
                     time.sleep(_POLL_S)
                 edge_rss.sample()
                 for edge in edges:
