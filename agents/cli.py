@@ -36,7 +36,11 @@ def worker(ctx: click.Context, name: str | None, web_port: int | None, store_dir
         overrides["store_dir"] = store_dir
     if overrides:
         cfg = cfg.replace(worker=overrides)
-    ensure_topics(cfg)
+    # The internal canonical topic too, before the group is joined: Faust creates it on
+    # start, but a join right after may not see it yet and assign the jobs stage nothing;
+    # the rebalance that mends that waits for a metadata refresh (5 min) when the broker
+    # restarts meanwhile (tests/faults caught it).
+    ensure_topics(cfg, extra={f"{cfg.worker.app_id}-canonical": {}})
     w = create_app(cfg, name=name)
     runner = faust.Worker(w.app, loglevel=loglevel, quiet=True)
     # Faust's progress spinner sets the root logger to DEBUG (so that every record spins

@@ -8,6 +8,7 @@ long). Every process that writes calls :func:`ensure_topics` once on start.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -41,15 +42,18 @@ def topic_specs(cfg: Config) -> dict[str, dict[str, str]]:
     }
 
 
-def ensure_topics(cfg: Config, timeout: float = 30.0) -> list[str]:
-    """Create the missing topics of ``cfg``; returns the names created."""
+def ensure_topics(cfg: Config, timeout: float = 30.0, *,
+                  extra: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
+    """Create the missing topics of ``cfg`` (and ``extra``: name -> topic configs, e.g. a
+    process's internal topics); returns the names created."""
     admin = AdminClient(cfg.librdkafka())
     try:
         existing = set(admin.list_topics(timeout=timeout).topics)
     except KafkaException as exc:
         raise ServiceError(f"Kafka at {cfg.kafka.bootstrap} does not answer: {exc}") from exc
-    missing = [NewTopic(name, cfg.kafka.partitions, replication_factor=-1, config=conf)
-               for name, conf in topic_specs(cfg).items() if name not in existing]
+    specs = {**topic_specs(cfg), **(extra or {})}
+    missing = [NewTopic(name, cfg.kafka.partitions, replication_factor=-1, config=dict(conf))
+               for name, conf in specs.items() if name not in existing]
     if not missing:
         return []
     created = []
