@@ -56,7 +56,7 @@ def _broker_urls(bootstrap: str) -> list[str]:
 
 def create_app(cfg: Config, *, name: str | None = None) -> Worker:
     """Build the worker's Faust app from ``cfg`` and register its agents, table and timers."""
-    from agents import jobs, normalize  # the stage modules register themselves on the app
+    from agents import jobs, normalize, watchdog  # they register themselves on the app
 
     store_dir = cfg.worker.store_dir or str(Path(cfg.stack.cache_dir) / "worker-store")
     # Faust creates only the last component; a fresh worker.store_dir may be deeper
@@ -80,8 +80,11 @@ def create_app(cfg: Config, *, name: str | None = None) -> Worker:
         web_host=socket.gethostname(),
         web_enabled=True,
         table_standby_replicas=0,
-        # RocksDB's 2 GiB default block cache is far too much for a gateway node
-        store_options={"block_cache_size": 64 * 1024 * 1024},
+        # Every partition has a RocksDB of its own, each with these buffers: Faust's
+        # defaults (2 GiB block cache, 3 x 64 MiB memtables) would let one worker grow to
+        # gigabytes as the jobs it tracks grow. A job state is ~1 KiB: small buffers do.
+        store_options={"block_cache_size": 16 * 1024 * 1024,
+                       "write_buffer_size": 8 * 1024 * 1024, "max_write_buffer_number": 2},
         stream_wait_empty=True,
         producer_acks=-1,
         # Without a linger every send is a produce request of its own (Faust's default is
@@ -106,8 +109,10 @@ def create_app(cfg: Config, *, name: str | None = None) -> Worker:
     def out(topic: str) -> Any:
         return app.topic(topic, key_serializer="raw", value_serializer="raw")
 
-    # bytes keys are stored raw; values (JobFold.to_dict()) as JSON
-    table = app.Table("jobs", default=None, partitions=cfg.kafka.partitions, key_type=bytes)
+    # keys and values stored raw: values are the JSON of JobFold.to_dict(), encoded once
+    # by agents.states (Faust's json serializer would encode them twice)
+    table = app.Table("jobs", default=None, partitions=cfg.kafka.partitions, key_type=bytes,
+                      value_type=bytes)
     worker = Worker(
         cfg=cfg, app=app, name=worker_name, raw=raw_topic, canonical=canonical,
         events=out(cfg.topics.events), state=out(cfg.topics.state),
@@ -119,4 +124,5 @@ def create_app(cfg: Config, *, name: str | None = None) -> Worker:
     )
     normalize.register(worker)
     jobs.register(worker)
+    watchdog.register(app, {raw_topic.get_topic_name(), canonical.get_topic_name()})
     return worker

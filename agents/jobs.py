@@ -1,8 +1,9 @@
 """Stage 2: canonical events -> per-job state table -> canonical events and job states out.
 
 For every canonical event: fold it into the job's state (the same fold as ``jobstream
-fold``), then enrich, anonymize and emit the event to ``hpc.jobs.events`` and the job's
-document(s) to ``hpc.jobs.state``. A *duplicate* event changes no state but is emitted
+fold``; the table read through a bounded cache of folds, :mod:`agents.states`), then
+enrich, anonymize and emit the event to ``hpc.jobs.events`` and the job's document(s) to
+``hpc.jobs.state``. A *duplicate* event changes no state but is emitted
 again all the same, and the table entry written again: after a crash the table (RocksDB,
 written at once) can be ahead of the outputs and of its own changelog (flushed at
 commit), and re-emitting is what makes them catch up. The sink
@@ -30,6 +31,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from agents.states import JobStates, decode_state
 from pipeline.anonymize import IDENTITY_FIELDS
 from pipeline.fold import JobFold
 from pipeline.model import JobEvent
@@ -98,6 +100,15 @@ class PendingStates:
 
 def register(worker: Worker) -> None:
     app, table, cfg = worker.app, worker.jobs, worker.cfg
+    states = JobStates(table)
+
+    @app.on_partitions_revoked.connect
+    async def forget_revoked(app: Any, revoked: Any, **kwargs: Any) -> None:
+        states.clear()
+
+    @app.on_partitions_assigned.connect
+    async def forget_assigned(app: Any, assigned: Any, **kwargs: Any) -> None:
+        states.clear()
     active = ActiveJobs()
     pending = PendingStates()
 
@@ -129,21 +140,22 @@ def register(worker: Worker) -> None:
             item = decode_canonical(message.value)
             if item == EXPIRE:
                 await emit_states()  # a pending state must not follow the tombstone
-                state = table.get(key)
-                if state is not None and JobFold.from_dict(state).done:
-                    del table[key]
+                done = states.get(key)
+                if done is not None and done.done:
+                    states.delete(key)
                     active.jobs.pop(key, None)
                     await worker.state.send(key=key, value=None)
                 event.ack()
                 continue
             assert isinstance(item, JobEvent)
-            stored = table.get(key)
-            fold = JobFold.from_dict(stored) if stored is not None else JobFold()
+            fold = states.get(key)
+            if fold is None:
+                fold = JobFold()
             fold.add(item)
             # Written even for a duplicate: after a crash the local store can be ahead of the
             # changelog (written at once vs. flushed at commit); rewriting re-sends the
             # changelog entry, as re-emitting catches the outputs up.
-            value = table[key] = fold.to_dict()
+            value = states.put(key, fold)
             await worker.events.send(key=key,
                                      value=worker.wire.encode_event(event_output(item, value)))
             pending.add(key, message.partition, fold, event)
@@ -184,7 +196,7 @@ def register(worker: Worker) -> None:
             return await app.router.route_req(table.name, key, web, request)
         except SameNode:
             pass
-        state = table.get(key)
+        state = decode_state(table.get(key))
         if state is None:
             return web.json({"error": f"unknown job {cluster}:{job_id}"}, status=404)
         docs = [worker.anonymizer.document(worker.enricher.facts(d))
@@ -210,7 +222,8 @@ def _rebuild(active: ActiveJobs, worker: Worker, assigned: set[int]) -> None:
     now = time.time()
     topic = worker.canonical.get_topic_name()
     active.jobs = {k: v for k, v in active.jobs.items() if v[0] in assigned}
-    for key, state in worker.jobs.items():
+    for key, value in worker.jobs.items():
+        state = decode_state(value)
         if key in active.jobs or state is None:
             continue
         docs = JobFold.from_dict(state).documents()

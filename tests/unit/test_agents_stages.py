@@ -1,11 +1,16 @@
-"""Pure parts of the stream agents: the duplicate filter of stage 1, topic settings."""
+"""Pure parts of the stream agents: the duplicate filter of stage 1, the cache of job
+states, topic settings."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 from agents.normalize import RecentIds
+from agents.states import JobStates, decode_state, encode_state
+from agents.watchdog import PartitionProgress, stalled
 from pipeline.config import Config
+from pipeline.fold import JobFold
 from pipeline.model import JobEvent
 from pipeline.topics import RAW_MAX_MESSAGE_BYTES, topic_specs
 from pipeline.wire import encode_canonical
@@ -37,3 +42,68 @@ def test_raw_and_dlq_topics_take_big_records() -> None:
     for topic in (cfg.topics.raw, cfg.topics.dlq):
         assert int(specs[topic]["max.message.bytes"]) == RAW_MAX_MESSAGE_BYTES >= 10_000_000
     assert "max.message.bytes" not in specs[cfg.topics.events]
+
+
+def submit(job: str, name: str = "submit", t: float = 1.0) -> JobEvent:
+    return JobEvent(cluster="c", scheduler="flux", job_id=job, event=name, timestamp=t,
+                    source="flux-journal", event_id=f"{job}-{name}", facts={"uid": 5})
+
+
+def test_job_states_write_through_and_read_back_from_the_table() -> None:
+    table: dict[bytes, bytes] = {}
+    states = JobStates(table, capacity=2)
+    assert states.get(b"c:1") is None
+    fold = JobFold()
+    fold.add(submit("1"))
+    state = states.put(b"c:1", fold)
+    assert json.loads(table[b"c:1"]) == state == fold.to_dict()
+    assert states.get(b"c:1") is fold and states.hits == 1
+    # evicted from the cache: read back from the table, the same documents
+    for job in ("2", "3"):
+        other = JobFold()
+        other.add(submit(job))
+        states.put(f"c:{job}".encode(), other)
+    again = states.get(b"c:1")
+    assert again is not fold and again is not None
+    assert again.documents() == fold.documents()
+
+
+def test_job_states_forget_on_clear_and_delete() -> None:
+    table: dict[bytes, bytes] = {}
+    states = JobStates(table)
+    fold = JobFold()
+    fold.add(submit("1"))
+    states.put(b"c:1", fold)
+    # another worker changed the table while the partition was away
+    changed = JobFold()
+    changed.add(submit("1"))
+    changed.add(submit("1", "alloc", 2.0))
+    table[b"c:1"] = encode_state(changed)[1]
+    assert states.get(b"c:1") is fold
+    states.clear()
+    got = states.get(b"c:1")
+    assert got is not None and len(got) == 2
+    states.delete(b"c:1")
+    assert b"c:1" not in table and states.get(b"c:1") is None
+
+
+def test_a_state_of_the_earlier_json_serializer_still_reads() -> None:
+    fold = JobFold()
+    fold.add(submit("1"))
+    assert decode_state(fold.to_dict()) == decode_state(encode_state(fold)[1])
+    assert decode_state(None) is None
+
+
+def test_the_watchdog_tells_a_stuck_partition_and_why() -> None:
+    before = {"a": PartitionProgress(read=99, committed=100, highwater=500),
+              "b": PartitionProgress(read=299, committed=150, highwater=500),
+              "c": PartitionProgress(read=499, committed=500, highwater=500),
+              "d": PartitionProgress(read=10, committed=11, highwater=900)}
+    now = {"a": PartitionProgress(read=99, committed=100, highwater=500),  # nothing read
+           "b": PartitionProgress(read=499, committed=150, highwater=500),  # read, unacked
+           "c": PartitionProgress(read=499, committed=500, highwater=500),  # all done
+           "d": PartitionProgress(read=400, committed=300, highwater=900),  # moving
+           "e": PartitionProgress(read=None, committed=None, highwater=5)}  # first check
+    found = stalled(before, now)
+    assert set(found) == {"a", "b"}
+    assert found["a"].startswith("not fetching") and found["b"].startswith("not acknowledged")

@@ -1,0 +1,94 @@
+"""The job-state table seen through a bounded cache of live folds.
+
+Reading a job's state from the table costs a RocksDB read, a JSON decode and a
+``JobFold.from_dict`` on every event, while most events belong to a job seen moments ago
+(a job's events come in bursts). :class:`JobStates` keeps the folds of the most recently
+used jobs in memory (LRU, bounded). The table stays the truth: every change is written
+through at once (RocksDB, and its changelog at the next commit), and the cache is emptied
+whenever this worker's partitions change, because another worker may have written the
+table in between and recovery rewrites it.
+
+Table values are the JSON bytes of ``JobFold.to_dict()``, encoded once here: the table's
+serializer is ``raw`` (with Faust's ``json`` a dict is encoded twice, for the store and
+for the changelog). The bytes are the JSON Faust's serializer wrote before, so a store or
+changelog of an earlier version reads the same.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Mapping, MutableMapping
+from typing import Any
+
+from pipeline.fold import JobFold
+
+__all__ = ["FOLD_CACHE_SIZE", "JobStates", "decode_state", "encode_state"]
+
+#: jobs whose folds stay in memory (a fold of ten events is ~10 KiB: ~20 MiB in all)
+FOLD_CACHE_SIZE = 2048
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def encode_state(fold: JobFold) -> tuple[dict[str, Any], bytes]:
+    """A fold's table value: its dict and the JSON bytes stored."""
+    state = fold.to_dict()
+    return state, _dumps(state).encode()
+
+
+def decode_state(value: bytes | str | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A table value (JSON bytes; a dict from an older serializer) -> the state dict."""
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        return dict(value)
+    return dict(json.loads(value))
+
+
+class JobStates:
+    """Job key -> JobFold, through a bounded LRU of folds, writing through to ``table``."""
+
+    def __init__(self, table: MutableMapping[bytes, Any],
+                 capacity: int = FOLD_CACHE_SIZE) -> None:
+        self.table = table
+        self.capacity = capacity
+        self._folds: OrderedDict[bytes, JobFold] = OrderedDict()
+        self.hits = self.misses = 0
+
+    def get(self, key: bytes) -> JobFold | None:
+        """The job's fold, None if the table has no state for it."""
+        fold = self._folds.get(key)
+        if fold is not None:
+            self.hits += 1
+            self._folds.move_to_end(key)
+            return fold
+        self.misses += 1
+        state = decode_state(self.table.get(key))
+        if state is None:
+            return None
+        fold = JobFold.from_dict(state)
+        self._remember(key, fold)
+        return fold
+
+    def put(self, key: bytes, fold: JobFold) -> dict[str, Any]:
+        """Write the job's state (always: see agents/jobs.py); its state dict."""
+        state, data = encode_state(fold)
+        self.table[key] = data
+        self._remember(key, fold)
+        return state
+
+    def delete(self, key: bytes) -> None:
+        self._folds.pop(key, None)
+        if key in self.table:
+            del self.table[key]
+
+    def clear(self) -> None:
+        """Forget every fold (partitions moved: the table may have changed under us)."""
+        self._folds.clear()
+
+    def _remember(self, key: bytes, fold: JobFold) -> None:
+        self._folds[key] = fold
+        self._folds.move_to_end(key)
+        if len(self._folds) > self.capacity:
+            self._folds.popitem(last=False)
