@@ -479,3 +479,68 @@ def _split(workers: list[WorkerProcess]) -> bool:
     a, b = parts
     assert a is not None and b is not None
     return not a & b and a | b == {0, 1, 2, 3}
+
+
+# -- 5. figures: throughput, memory ---------------------------------------------------
+
+
+def test_throughput_of_one_worker(stack_cfg: Config, spawn: Callable[..., WorkerProcess]
+                                  ) -> None:
+    """Events/s of one worker on a generated workload of ~54,000 events (5,000 jobs),
+    from its first output to its last; the result checked against the offline fold."""
+    messages = generated(WorkloadSpec(seed=51, jobs=5000, start=START, time_scale=0.05))
+    expected = offline(stack_cfg, messages)
+    publish(stack_cfg, messages)
+    worker = spawn(stack_cfg).start()
+    wait_caught_up(stack_cfg, [worker])
+    cpu = worker.cpu_s()
+    worker.stop()
+    events = read_topic(stack_cfg, stack_cfg.topics.events)
+    span_s = (max(m.timestamp_ms for m in events) - min(m.timestamp_ms for m in events)) / 1000
+    print(f"\n{len(messages)} raw records -> {len(events)} events in {span_s:.1f} s: "
+          f"{len(events) / span_s:.0f} events/s (worker CPU {cpu:.1f} s)")
+    assert set(event_ids(events)) == expected.event_ids
+    got = latest_states(read_topic(stack_cfg, stack_cfg.topics.state))
+    assert not diff_states(got, expected.docs), diff_states(got, expected.docs)
+
+
+def pending_jobs(n: int) -> list[Raw]:
+    """Submit records of ``n`` jobs that stay pending: half Flux journal submits, half
+    Slurm pending squeue documents, cloned from generated ones with new job ids."""
+    templates = submits_only(generated(WorkloadSpec(seed=61, jobs=40, start=START)))
+    out = []
+    for i in range(n):
+        t = templates[i % len(templates)]
+        assert t.record is not None
+        doc = json.loads(t.record.payload)
+        if t.record.scheduler == "flux":
+            doc["id"] = (i + 1) << 24 | 7
+            job_id = str(doc["id"])
+        else:
+            doc["jobs"][0]["job_id"] = 100_000 + i
+            job_id = str(100_000 + i)
+        key = f"{t.record.cluster}:{job_id}"
+        out.append(Raw(key, RawRecord(t.record.cluster, t.record.scheduler, t.record.format,
+                                      t.record.received_at, json.dumps(doc).encode(), key)))
+    return out
+
+
+def test_memory_with_100k_tracked_jobs(stack_cfg: Config, spawn: Callable[..., WorkerProcess]
+                                       ) -> None:
+    """Resident memory of one worker holding 100,000 pending jobs in its table."""
+    n = 100_000
+    messages = pending_jobs(n)
+    worker = spawn(stack_cfg).start()
+    wait_for("the worker's partitions", lambda: partitions_logged(worker) is not None or
+             bool(grep_log(worker, r"Worker\]: Ready")), [worker])
+    idle = worker.rss()
+    publish(stack_cfg, messages)
+    wait_caught_up(stack_cfg, [worker], guard_s=600)
+    rss = worker.rss()
+    store = sum(f.stat().st_size for f in Path(worker.cfg.worker.store_dir).rglob("*")
+                if f.is_file())
+    worker.stop()
+    states = latest_states(read_topic(stack_cfg, stack_cfg.topics.state))
+    print(f"\nworker RSS: {idle / 2**20:.0f} MiB idle, {rss / 2**20:.0f} MiB with {n} jobs "
+          f"tracked; RocksDB store {store / 2**20:.0f} MiB")
+    assert len(states) == n and {d["state"] for d in states.values()} == {"pending"}

@@ -132,6 +132,11 @@ class WorkerProcess:
         """Resident memory in bytes."""
         return int(psutil.Process(self.pid).memory_info().rss)
 
+    def cpu_s(self) -> float:
+        """CPU seconds used so far (user + system)."""
+        times = psutil.Process(self.pid).cpu_times()
+        return float(times.user + times.system)
+
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
@@ -172,6 +177,8 @@ class Msg:
     headers: dict[str, bytes]
     partition: int
     offset: int
+    #: the producer's CreateTime, epoch milliseconds
+    timestamp_ms: int = 0
 
 
 @functools.cache
@@ -215,7 +222,7 @@ def read_topic(cfg: Config, topic: str) -> list[Msg]:
                     continue
                 p = msg.partition()
                 out.append(Msg(msg.key(), msg.value(), dict(msg.headers() or []), p,
-                               msg.offset()))
+                               msg.offset(), msg.timestamp()[1]))
                 if msg.offset() + 1 >= ends[p]:
                     todo.discard(p)
     finally:
