@@ -71,7 +71,9 @@ def bench(ctx: click.Context, jobs: int, rate: float, latency_s: float, sample_e
     console = Console()
     result = run_bench(get_config(ctx), opts, console)
     load = result.details["machine"]
-    console.print(figures_table(result.figures, "jobstream bench"))
+    # wide enough for the notes even when the output is a file (rich's default: 80)
+    console.print(figures_table(result.figures, "jobstream bench"),
+                  width=max(console.width, 120))
     console.print(f"[dim]{load['cpus']} CPUs ({load['cpu_model']}), load average "
                   f"{load['load_at_start'][0]:.2f} at start, {load['load_at_end'][0]:.2f} "
                   f"at end[/]")

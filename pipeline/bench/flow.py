@@ -214,6 +214,8 @@ class LatencyResult:
     max_s: float | None
     writes: dict[str, int]
     rss_peak_mib: dict[str, float | None]
+    #: share of one core each process used while publishing (1.0 = a core all the time)
+    cpu_share: dict[str, float]
 
 
 class _Probe:
@@ -298,7 +300,12 @@ def run_latency(cfg: Config, es: Elasticsearch, feed: Feed, logs: Path, *, rate:
         try:
             with console.status(f"latency: publishing {feed.total_events} events at "
                                 f"{rate:g}/s"):
+                f.rss.sample()
+                cpu0, t0 = dict(f.rss.cpu_s), time.monotonic()
                 achieved = publish_paced(cfg, feed, rate, sent)
+                f.rss.sample()
+                share = {k: round((v - cpu0.get(k, 0.0)) / (time.monotonic() - t0), 3)
+                         for k, v in f.rss.cpu_s.items()}
             deadline = time.monotonic() + timeout
             with console.status("latency: waiting for the last sampled documents"):
                 while probe.outstanding() and time.monotonic() < deadline:
@@ -315,4 +322,5 @@ def run_latency(cfg: Config, es: Elasticsearch, feed: Feed, logs: Path, *, rate:
         rate_target=rate, rate_achieved=achieved, events=feed.total_events, jobs=feed.jobs,
         sampled_jobs=len(chosen), samples=len(lat), unobserved=probe.outstanding(),
         p50_s=_quantile(lat, 0.5), p99_s=_quantile(lat, 0.99), max_s=lat[-1] if lat else None,
-        writes=index_writes(es, cfg.elasticsearch.index_prefix), rss_peak_mib=peak)
+        writes=index_writes(es, cfg.elasticsearch.index_prefix), rss_peak_mib=peak,
+        cpu_share=share)

@@ -48,12 +48,12 @@ TARGET_P99_S = 1.5
 class BenchOptions:
     seed: int = 1
     #: jobs of the e2e workload
-    jobs: int = 5000
+    jobs: int = 3000
     time_scale: float = 0.05
     #: canonical events/s of the latency run
     rate: float = 1000.0
     #: seconds of publishing in the latency run
-    latency_s: float = 30.0
+    latency_s: float = 20.0
     #: one job in this many is sampled for latency
     sample_every: int = 50
     workers: int = 1
