@@ -1,0 +1,72 @@
+"""Fixtures of the fault-injection suite: one private stack per session, a Flow per
+scenario, and the table of results (printed at the end of the session and written to
+``<pytest basetemp>/faults.md`` and ``.json``, or to ``$FAULTS_REPORT`` when set)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import RESULTS, Flow, private_stack, write_table
+
+from pipeline.config import Config
+from pipeline.errors import ServiceError
+from pipeline.workload import WorkloadSpec
+
+_FAULTS_DIR = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _FAULTS_DIR in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.integration)
+            item.add_marker(pytest.mark.faults)
+
+
+@pytest.fixture(scope="session")
+def fault_stack(base_config: Config) -> Iterator[Config]:
+    """A Kafka and an Elasticsearch of the fault suite alone (free ports, own data)."""
+    gen = private_stack(base_config)
+    try:
+        cfg = next(gen)
+    except ServiceError as exc:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"the private stack must start under CI, but: {exc}", pytrace=False)
+        pytest.skip(f"private stack unavailable: {exc}")
+    yield cfg
+    gen.close()
+
+
+@pytest.fixture
+def make_flow(fault_stack: Config, tmp_path: Path, request: pytest.FixtureRequest
+              ) -> Iterator[Any]:
+    """``make_flow(spec, **edge_overrides)`` -> a started :class:`Flow` named after the test;
+    stopped afterwards (its logs stay in the test's tmp dir)."""
+    flows: list[Flow] = []
+
+    def make(spec: WorkloadSpec, *, name: str | None = None, start: bool = True,
+             edge_cfg: Config | None = None) -> Flow:
+        scenario = name or request.node.name.removeprefix("test_")
+        flow = Flow(scenario, fault_stack, tmp_path, spec)
+        flows.append(flow)
+        return flow.start(edge_cfg=edge_cfg) if start else flow
+
+    yield make
+    for flow in flows:
+        flow.close()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if not RESULTS:
+        return
+    target = os.environ.get("FAULTS_REPORT")
+    path = Path(target) if target else Path(str(config._tmp_path_factory.getbasetemp())  # type: ignore[attr-defined]
+                                            ) / "faults.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = write_table(RESULTS, path)
+    terminalreporter.write_sep("=", "fault-injection results")
+    terminalreporter.write(table)
+    terminalreporter.write_line(f"(written to {path} and {path.with_suffix('.json')})")

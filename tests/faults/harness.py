@@ -1,0 +1,484 @@
+"""The fault-injection harness: a private stack, the whole flow as real processes, a
+workload with ground truth, and the final check of Elasticsearch against that truth.
+
+A scenario builds a :class:`Flow` (its own topics, indices, consumer groups and state
+directories on the private stack), starts ``jobstream worker`` and ``jobstream sink`` as
+subprocesses, publishes a seeded :class:`~pipeline.workload.Workload` through a real edge
+runtime (durable spool + drainer, the code every producer edge runs), injects its fault,
+waits until everything published is committed by every stage, and :meth:`Flow.verify`
+reads Elasticsearch back:
+
+* every generated job has exactly one document, and it matches the truth;
+* the events indices hold exactly the event ids the records parse into, each once.
+
+The private stack (Kafka and Elasticsearch of the local stack's distributions on free
+ports, with their own run directory) is what scenarios stop and start: the shared stack
+other tests use is never touched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from confluent_kafka.admin import AdminClient
+from elasticsearch import Elasticsearch, helpers
+
+from pipeline.children import config_env, log_tail
+from pipeline.config import Config
+from pipeline.edges.base import EdgeRuntime
+from pipeline.model import RawRecord
+from pipeline.normalize import normalize
+from pipeline.offsets import Positions, group_lag
+from pipeline.readback import client, job_documents, jobs_alias
+from pipeline.sink.names import Family, alias_name
+from pipeline.stack import service, start_service, stop_service
+from pipeline.topics import ensure_topics
+from pipeline.verify import compare
+from pipeline.workload import GeneratedRecord, Workload, WorkloadSpec
+
+__all__ = ["RESULTS", "STEADY_RATE", "Flow", "Proc", "Result", "private_stack", "record",
+           "spec", "wait_until", "write_table"]
+
+#: Guard against a hang only; every wait ends on its condition long before.
+GUARD_S = 420.0
+#: The workload's first instant: fixed, so a scenario's records are the same every run.
+WORKLOAD_START = 1_780_000_000.0  # 2026-05-28T20:26:40Z
+#: Records per second the edge sends in steady state.
+STEADY_RATE = 100.0
+
+# A killed consumer stays in its group until its session times out; short sessions let a
+# restarted worker or sink get its partitions back in seconds instead of a minute.
+WORKER_SESSION_TIMEOUT_S = 10.0
+SINK_PROPERTIES = "session.timeout.ms=6000\nheartbeat.interval.ms=500\n"
+
+#: librdkafka logs of the harness's own admin clients (every refused connection while a
+#: scenario has Kafka down) are noise
+QUIET = logging.getLogger("faults.kafka")
+QUIET.addHandler(logging.NullHandler())
+QUIET.propagate = False
+
+
+def spec(seed: int, jobs: int = 240, *, slurm: bool = True) -> WorkloadSpec:
+    """A scenario's workload: Flux and Slurm jobs (about 9 raw records a job)."""
+    return WorkloadSpec(seed=seed, jobs=jobs, rate=5.0, time_scale=0.05,
+                        flux_clusters=("flux-a",),
+                        slurm_clusters=("slurm-b",) if slurm else (), start=WORKLOAD_START)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(what: str, condition: Callable[[], bool], *, guard_s: float = GUARD_S,
+               poll_s: float = 0.25, alive: Sequence[Proc] = ()) -> float:
+    """Wait for ``condition()``; the seconds it took. Fails if a process in ``alive`` exits
+    or the hang guard expires."""
+    t0 = time.monotonic()
+    while not condition():
+        for proc in alive:
+            proc.check()
+        if time.monotonic() - t0 > guard_s:
+            logs = "\n".join(f"--- {p.name}:\n{log_tail(p.log, 40)}" for p in alive)
+            raise AssertionError(f"hang guard: still waiting for {what}\n{logs}")
+        time.sleep(poll_s)
+    return time.monotonic() - t0
+
+
+# -- the private stack ------------------------------------------------------------------
+
+
+def private_stack(base: Config) -> Iterator[Config]:
+    """Kafka and Elasticsearch of this session alone: the shared stack's fetched
+    distributions (symlinked), free ports, a run directory under /tmp. Yields a Config whose
+    clients talk to it and whose ``stack.*`` let ``stop_service``/``start_service`` act on
+    it; stops both at the end."""
+    from pipeline.stack import ensure_up
+
+    shared_kafka, shared_es = service(base, "kafka"), service(base, "elasticsearch")
+    if not (shared_kafka.installed() and shared_es.installed()):
+        ensure_up(base)  # fetches the distributions once
+    cache = Path(tempfile.mkdtemp(prefix="js-faults-", dir="/tmp"))
+    cache.chmod(0o755)  # the Elasticsearch system user (when run as root) must traverse it
+    cfg = base.replace(stack={"cache_dir": str(cache), "kafka_port": free_port(),
+                              "kafka_controller_port": free_port(),
+                              "elasticsearch_port": free_port()})
+    for name, shared in (("kafka", shared_kafka), ("elasticsearch", shared_es)):
+        own = service(cfg, name).home  # type: ignore[attr-defined]
+        own.parent.mkdir(parents=True, exist_ok=True)
+        own.symlink_to(shared.home)  # type: ignore[attr-defined]
+    started: list[str] = []
+    try:
+        for name in ("kafka", "elasticsearch"):
+            start_service(cfg, name)
+            started.append(name)
+        yield cfg.replace(kafka={"bootstrap": f"127.0.0.1:{cfg.stack.kafka_port}"},
+                          elasticsearch={"url":
+                                         f"http://127.0.0.1:{cfg.stack.elasticsearch_port}"})
+    finally:
+        for name in reversed(started):
+            stop_service(cfg, name)
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+# -- processes --------------------------------------------------------------------------
+
+
+class Proc:
+    """One ``jobstream`` subprocess (configured by ``JOBSTREAM_*`` variables), restartable;
+    its output appends to ``log``. Only the process this object started is signalled."""
+
+    def __init__(self, name: str, cfg: Config, args: Sequence[str], log: Path,
+                 extra_env: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.cfg = cfg
+        self.args = list(args)
+        self.log = log
+        self.extra_env = dict(extra_env or {})
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self.expected_exit = False
+        self._fh: IO[bytes] | None = None
+
+    def start(self) -> Proc:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JOBSTREAM_")}
+        env.update(config_env(self.cfg))
+        env.update(self.extra_env, PYTHONUNBUFFERED="1", JOBSTREAM_CONFIG="/dev/null")
+        self.starts += 1
+        self.expected_exit = False
+        self._close()
+        self._fh = self.log.open("ab")
+        self._fh.write(f"\n==== start {self.starts} ====\n".encode())
+        self._fh.flush()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from pipeline.cli import main; main(prog_name='jobstream')",
+             *self.args], env=env, stdin=subprocess.DEVNULL, stdout=self._fh,
+            stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def check(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None and not self.expected_exit:
+            raise AssertionError(f"jobstream {self.name} exited with {self.proc.returncode}:\n"
+                                 f"{log_tail(self.log, 60)}")
+
+    def kill(self) -> None:
+        """SIGKILL: no flush, no commit, no clean-up."""
+        if self.alive():
+            assert self.proc is not None
+            self.expected_exit = True
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM, then SIGKILL after ``timeout``; the exit code."""
+        if self.proc is None:
+            return None
+        self.expected_exit = True
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(30)
+        self._close()
+        return self.proc.returncode
+
+    def _close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+# -- results ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Result:
+    """One row of the fault table."""
+
+    scenario: str
+    records: int
+    jobs: int
+    events: int
+    lost_jobs: int
+    duplicated_jobs: int
+    wrong_jobs: int
+    lost_events: int
+    duplicated_events: int
+    unexpected_events: int
+    #: seconds from the end of the fault until Elasticsearch held everything published
+    recovery_s: float
+    wall_s: float
+    note: str = ""
+    details: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def lost(self) -> int:
+        return self.lost_jobs + self.lost_events
+
+    @property
+    def duplicated(self) -> int:
+        return self.duplicated_jobs + self.duplicated_events + self.unexpected_events
+
+    @property
+    def ok(self) -> bool:
+        return self.lost == 0 and self.duplicated == 0 and self.wrong_jobs == 0
+
+    def line(self) -> str:
+        return (f"FAULT {self.scenario}: records={self.records} jobs={self.jobs} "
+                f"events={self.events} lost={self.lost} duplicated={self.duplicated} "
+                f"wrong={self.wrong_jobs} recovery={self.recovery_s:.1f}s "
+                f"wall={self.wall_s:.0f}s {self.note}")
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d.update(lost=self.lost, duplicated=self.duplicated)
+        return d
+
+
+# -- the flow ---------------------------------------------------------------------------
+
+
+def expected_event_ids(records: Iterable[GeneratedRecord]) -> set[str]:
+    """The event ids the records parse into (what the events indices must hold)."""
+    ids: set[str] = set()
+    for rec in records:
+        ids.update(ev.event_id for ev in normalize(raw_record(rec)))
+    return ids
+
+
+def raw_record(rec: GeneratedRecord) -> RawRecord:
+    # received_at is the record's own time, as the demo publishes: replays fold the same
+    return RawRecord(cluster=rec.cluster, scheduler=rec.scheduler,  # type: ignore[arg-type]
+                     format=rec.format, received_at=rec.time, payload=rec.payload, key=rec.key)
+
+
+class Flow:
+    """One scenario's flow on the private stack: worker and sink subprocesses, an edge
+    runtime in this process that publishes the workload, and the checks.
+
+    :param stack: the private stack's Config
+    :param workdir: logs, spools, worker state
+    :param spec: the workload
+    """
+
+    def __init__(self, name: str, stack: Config, workdir: Path, spec: WorkloadSpec) -> None:
+        self.name = name
+        self.workdir = workdir
+        suffix = f"{name.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
+        props = workdir / "sink.properties"
+        props.write_text(SINK_PROPERTIES)
+        t = stack.topics
+        self.cfg = stack.replace(
+            topics={f.name: f"{getattr(t, f.name)}.{suffix}" for f in dataclasses.fields(t)},
+            elasticsearch={"index_prefix": f"faults-{suffix}-"},
+            worker={"app_id": f"jobstream-{suffix}", "store_dir": str(workdir / "store"),
+                    "web_port": free_port(), "snapshot_interval_s": 5.0,
+                    "session_timeout_s": WORKER_SESSION_TIMEOUT_S},
+            sink={"max_batch": 500, "flush_interval_s": 0.5},
+            edge={"spool_dir": str(workdir / "spool")},
+        )
+        self.workload = Workload(spec)
+        self.records = list(self.workload.records())
+        self.expected_events = expected_event_ids(self.records)
+        self.worker = Proc("worker", self.cfg, ["worker", "--name", name, "--loglevel", "info"],
+                           workdir / "worker.log")
+        sink_cfg = self.cfg.replace(kafka={"properties_file": str(props)})
+        self.sink = Proc("sink", sink_cfg, ["-v", "sink"], workdir / "sink.log")
+        self.edge: EdgeRuntime | None = None
+        self.published = 0
+        self._positions = Positions(AdminClient(self.cfg.librdkafka(logger=QUIET)))
+        self._t0 = time.monotonic()
+        self._last_report = 0.0
+
+    # -- life cycle -------------------------------------------------------------------
+
+    @property
+    def procs(self) -> list[Proc]:
+        return [self.worker, self.sink]
+
+    def start(self, *, edge_cfg: Config | None = None) -> Flow:
+        """Topics, the worker and the sink (waited for until both groups are stable), and
+        the in-process edge runtime (``edge_cfg`` changes its settings, e.g. a spool on a
+        small disk)."""
+        ensure_topics(self.cfg)
+        self.worker.start()
+        self.sink.start()
+        self.wait_groups()
+        # a first assignment without one of the worker's topics leaves a stage idle until
+        # the next rebalance, which a fault may postpone by minutes
+        assert "Ignoring missing topic" not in self.worker.log.read_text(errors="replace"), \
+            log_tail(self.worker.log, 60)
+        self.edge = EdgeRuntime(edge_cfg or self.cfg, "faults").start()
+        self._t0 = time.monotonic()
+        return self
+
+    def close(self) -> None:
+        if self.edge is not None:
+            self.edge.stop(5.0)
+            self.edge = None
+        for proc in self.procs:
+            proc.stop(30)
+
+    def groups(self) -> list[str]:
+        return [self.cfg.worker.app_id, f"{self.cfg.worker.app_id}-sink"]
+
+    def wait_groups(self) -> float:
+        """Until the worker's and the sink's consumer groups are stable with members."""
+        admin = AdminClient(self.cfg.librdkafka(logger=QUIET))
+
+        def stable() -> bool:
+            for future in admin.describe_consumer_groups(self.groups(),
+                                                         request_timeout=10).values():
+                try:
+                    desc = future.result(timeout=15)
+                except Exception:  # noqa: BLE001 -- not there yet
+                    return False
+                if desc.state.name != "STABLE" or not desc.members:
+                    return False
+            return True
+
+        return wait_until("the worker and the sink to join their groups", stable,
+                          poll_s=0.5, alive=self.procs)
+
+    # -- publishing -------------------------------------------------------------------
+
+    def publish(self, records: Sequence[GeneratedRecord], rate: float,
+                during: Callable[[int], None] | None = None) -> None:
+        """Spool ``records`` through the edge runtime at ``rate`` records/s (10 batches a
+        second); ``during(n)`` runs after each batch with the count published so far."""
+        assert self.edge is not None
+        step = max(1, round(rate / 10))
+        t0 = time.monotonic()
+        for i in range(0, len(records), step):
+            batch = records[i:i + step]
+            self.edge.publish_many(raw_record(r) for r in batch)
+            self.published += len(batch)
+            if during is not None:
+                during(self.published)
+            due = t0 + (i + len(batch)) / rate
+            while (left := due - time.monotonic()) > 0:
+                time.sleep(min(left, 0.1))
+
+    # -- progress ---------------------------------------------------------------------
+
+    def lag(self) -> dict[str, int]:
+        """Records not yet committed: the edge's spool, the worker's and the sink's groups."""
+        app, t = self.cfg.worker.app_id, self.cfg.topics
+        out = {"spool": self.edge.spool.depth() if self.edge is not None else 0}
+        for name, group, topics in (("worker", app, [t.raw, f"{app}-canonical"]),
+                                    ("sink", f"{app}-sink", [t.state, t.events])):
+            tps = self._positions.partitions(topics)
+            ends = self._positions.ends(topics)
+            out[name] = group_lag(ends, self._positions.committed(group, tps))
+            if not tps:
+                out[name] = -1  # topics not there yet: not caught up
+        return out
+
+    def caught_up(self) -> bool:
+        try:
+            lag = self.lag()
+        except Exception:  # noqa: BLE001 -- Kafka restarting: not caught up
+            return False
+        now = time.monotonic()
+        if now - self._last_report >= 10:
+            self._last_report = now
+            print(f"  [{self.name}] lag {lag}", flush=True)
+        if lag["spool"] or lag["worker"] or lag["sink"]:
+            return False
+        # the raw topic holds everything published: only then is a zero lag the end
+        ends = self._positions.ends([self.cfg.topics.raw])
+        return sum(ends.values()) >= self.published
+
+    def wait_caught_up(self, guard_s: float = GUARD_S) -> float:
+        """Until every published record went through every stage; the seconds it took."""
+        return wait_until("the flow to catch up", self.caught_up, guard_s=guard_s,
+                          poll_s=0.5, alive=self.procs)
+
+    # -- the check --------------------------------------------------------------------
+
+    def verify(self, recovery_s: float, note: str = "") -> Result:
+        """Elasticsearch against the truth; the table row (printed and returned)."""
+        with client(self.cfg) as es:
+            jobs_idx = jobs_alias(self.cfg)
+            events_idx = alias_name(self.cfg.elasticsearch.index_prefix, Family.EVENTS)
+            es.indices.refresh(index=f"{self.cfg.elasticsearch.index_prefix}*",
+                               allow_no_indices=True, ignore_unavailable=True)
+            cmp = compare(self.workload.truth, job_documents(es, jobs_idx))
+            seen = Counter(_event_ids(es, events_idx))
+        wrong = cmp.expected - cmp.full_matches - len(cmp.missing)
+        details = [f"missing job {k}" for k in cmp.missing[:5]]
+        details += [f"job {k}: {f}={got!r}, truth {want!r}"
+                    for k, f, got, want in cmp.examples[:5]]
+        lost_events = self.expected_events - set(seen)
+        unexpected = set(seen) - self.expected_events
+        details += [f"missing event {e}" for e in sorted(lost_events)[:5]]
+        result = Result(
+            scenario=self.name, records=len(self.records), jobs=cmp.expected,
+            events=len(self.expected_events), lost_jobs=len(cmp.missing),
+            duplicated_jobs=len(cmp.duplicated) + len(cmp.unexpected), wrong_jobs=wrong,
+            lost_events=len(lost_events),
+            duplicated_events=sum(n - 1 for n in seen.values() if n > 1),
+            unexpected_events=len(unexpected), recovery_s=recovery_s,
+            wall_s=time.monotonic() - self._t0, note=note, details=details)
+        print(result.line())
+        return result
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name} ({p.log}):\n{log_tail(p.log, 40)}" for p in self.procs)
+
+
+def _event_ids(es: Elasticsearch, index: str) -> Iterator[str]:
+    """The ``_id`` of every event document of every events index (one per copy)."""
+    try:
+        for hit in helpers.scan(es, index=index, query={"query": {"match_all": {}}},
+                                size=2000, _source=False):
+            yield hit["_id"]
+    except Exception as exc:
+        if "index_not_found" in str(exc):
+            return
+        raise
+
+
+#: the session's rows, in the order the scenarios ran (conftest prints the table)
+RESULTS: list[dict[str, Any]] = []
+
+
+def record(result: Result) -> None:
+    """Add a row to the session's fault table, then assert it is clean."""
+    RESULTS.append(result.as_dict())
+    assert result.ok, f"{result.line()}\n" + "\n".join(result.details)
+
+
+def write_table(results: Sequence[dict[str, Any]], path: Path) -> str:
+    """The fault table as markdown (also written to ``path``), and JSON beside it."""
+    head = ("| scenario | records | jobs | events | lost | duplicated | wrong | recovery s |"
+            " wall s | note |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+    rows = "".join(
+        f"| {r['scenario']} | {r['records']} | {r['jobs']} | {r['events']} | {r['lost']} | "
+        f"{r['duplicated']} | {r['wrong_jobs']} | {r['recovery_s']:.1f} | {r['wall_s']:.0f} |"
+        f" {r['note']} |\n" for r in results)
+    table = head + rows
+    path.write_text(table)
+    path.with_suffix(".json").write_text(json.dumps(list(results), indent=2))
+    return table

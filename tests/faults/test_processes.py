@@ -1,0 +1,97 @@
+"""Process faults: the worker SIGKILLed at random points (repeated, seeded), the sink
+SIGKILLed, and a burst of ten times the steady rate. Each ends with Elasticsearch checked
+against the workload's truth: nothing lost, nothing doubled."""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+from harness import STEADY_RATE, Flow, record, spec, wait_until
+
+
+def test_no_fault(make_flow: Any) -> None:
+    """The baseline: the same flow with no fault (what recovery times compare with)."""
+    flow: Flow = make_flow(spec(seed=11))
+    flow.publish(flow.records, STEADY_RATE)
+    t_end = time.monotonic()
+    flow.wait_caught_up()
+    record(flow.verify(time.monotonic() - t_end, note="catch-up after the last record"))
+
+
+def kill_points(rng: random.Random, total: int, n: int) -> list[int]:
+    """``n`` distinct record counts in (10%, 95%) of ``total`` at which to strike."""
+    return sorted(rng.sample(range(total // 10, total * 95 // 100), n))
+
+
+def test_worker_sigkill_repeated(make_flow: Any) -> None:
+    """SIGKILL the worker at five seeded random points while records flow (restarting it
+    each time at once, so a kill may land in the previous restart's rebalance or table
+    recovery), and once more after the last record, before it caught up."""
+    rng = random.Random(7)
+    flow: Flow = make_flow(spec(seed=12))
+    points = kill_points(rng, len(flow.records), 5)
+    kills: list[int] = []
+
+    def strike(published: int) -> None:
+        if points and published >= points[0]:
+            points.pop(0)
+            flow.worker.kill()
+            kills.append(published)
+            flow.worker.start()
+
+    flow.publish(flow.records, STEADY_RATE, during=strike)
+    assert len(kills) == 5
+    # after the last record, while the worker works through its backlog
+    wait_until("the worker to process records", lambda: flow.lag()["worker"] > 0 or
+               flow.caught_up(), alive=flow.procs)
+    flow.worker.kill()
+    flow.worker.start()
+    t_restart = time.monotonic()
+    flow.wait_caught_up()
+    result = flow.verify(time.monotonic() - t_restart,
+                         note=f"{len(kills) + 1} kills (at records {kills} and after the last)")
+    record(result)
+
+
+def test_sink_sigkill(make_flow: Any) -> None:
+    """SIGKILL the sink at three seeded random points while records flow and once after
+    the last record; it restarts at once each time and rewrites what it had not
+    committed."""
+    rng = random.Random(8)
+    flow: Flow = make_flow(spec(seed=13))
+    points = kill_points(rng, len(flow.records), 3)
+    kills: list[int] = []
+
+    def strike(published: int) -> None:
+        if points and published >= points[0]:
+            points.pop(0)
+            flow.sink.kill()
+            kills.append(published)
+            flow.sink.start()
+
+    flow.publish(flow.records, STEADY_RATE, during=strike)
+    assert len(kills) == 3
+    wait_until("the sink to have records to write", lambda: flow.lag()["sink"] > 0 or
+               flow.caught_up(), alive=flow.procs)
+    flow.sink.kill()
+    flow.sink.start()
+    t_restart = time.monotonic()
+    flow.wait_caught_up()
+    record(flow.verify(time.monotonic() - t_restart,
+                       note=f"{len(kills) + 1} kills (at records {kills} and after the last)"))
+
+
+def test_burst_ten_times_the_steady_rate(make_flow: Any) -> None:
+    """Half the records at the steady rate, the other half at ten times that rate."""
+    flow: Flow = make_flow(spec(seed=14, jobs=480))
+    half = len(flow.records) // 2
+    flow.publish(flow.records[:half], STEADY_RATE)
+    t_burst = time.monotonic()
+    flow.publish(flow.records[half:], STEADY_RATE * 10)
+    t_end = time.monotonic()
+    flow.wait_caught_up()
+    record(flow.verify(time.monotonic() - t_end,
+                       note=f"{len(flow.records) - half} records in {t_end - t_burst:.1f} s "
+                            f"({STEADY_RATE * 10:.0f}/s); recovery = backlog drained"))

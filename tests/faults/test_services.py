@@ -1,0 +1,199 @@
+"""Service faults on the private stack: the Kafka broker stopped and started, Elasticsearch
+stopped for 30 s, a real edge SIGKILLed while Kafka is down, and the edge's spool running
+out of disk. Each ends with Elasticsearch checked against the workload's truth."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import STEADY_RATE, Flow, Proc, record, spec, wait_until
+
+from pipeline.errors import SpoolError
+from pipeline.stack import start_service, stop_service
+
+KAFKA_OUTAGE_S = 20.0
+ES_OUTAGE_S = 30.0
+
+
+def _outage(flow: Flow, service: str, seconds: float) -> tuple[float, int]:
+    """Half the records before, half while ``service`` is down for ``seconds``; the
+    moment it was back, and how many records were held up then (in the edge's spool for
+    Kafka, uncommitted by the sink for Elasticsearch)."""
+    half = len(flow.records) // 2
+    flow.publish(flow.records[:half], STEADY_RATE)
+    stop_service(flow.cfg, service)
+    down = time.monotonic()
+    flow.publish(flow.records[half:], STEADY_RATE)
+    time.sleep(max(0.0, seconds - (time.monotonic() - down)))
+    held = flow.lag()["sink"] if service == "elasticsearch" else \
+        (flow.edge.spool.depth() if flow.edge is not None else 0)
+    start_service(flow.cfg, service)
+    return time.monotonic(), held
+
+
+def test_kafka_broker_stop_start(make_flow: Any) -> None:
+    flow: Flow = make_flow(spec(seed=21))
+    back, held = _outage(flow, "kafka", KAFKA_OUTAGE_S)
+    assert held > 0, "nothing waited for Kafka: the test proves nothing"
+    flow.wait_caught_up()
+    record(flow.verify(time.monotonic() - back,
+                       note=f"broker down {KAFKA_OUTAGE_S:.0f} s; {held} records spooled "
+                            "meanwhile"))
+
+
+def test_elasticsearch_stop_start(make_flow: Any) -> None:
+    flow: Flow = make_flow(spec(seed=22))
+    back, held = _outage(flow, "elasticsearch", ES_OUTAGE_S)
+    assert held > 0, "nothing waited for Elasticsearch: the test proves nothing"
+    flow.wait_caught_up()
+    record(flow.verify(time.monotonic() - back,
+                       note=f"Elasticsearch down {ES_OUTAGE_S:.0f} s; {held} outputs waiting "
+                            "in Kafka then"))
+
+
+def spool_depth(path: Path) -> int:
+    if not path.exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            return int(db.execute("SELECT count(*) FROM records").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+def test_edge_sigkill_with_kafka_down(make_flow: Any, tmp_path: Path) -> None:
+    """The Flux edge replays a recorded journal of the workload (``jobstream edge flux
+    --recorded``) while Kafka is down; SIGKILLed with records in its spool, restarted
+    (replaying the journal from the start, as a reconnect does), then Kafka comes back."""
+    flow: Flow = make_flow(spec(seed=23, slurm=False))
+    journal = tmp_path / "journal.jsonl"
+    journal.write_bytes(b"".join(r.payload + b"\n" for r in flow.records))
+    edge_cfg = flow.cfg.replace(cluster="flux-a",
+                                edge={"spool_dir": str(tmp_path / "edge-spool")})
+    spool = tmp_path / "edge-spool" / "flux.db"
+    edge = Proc("edge", edge_cfg, ["edge", "flux", "--recorded", str(journal), "--interval",
+                                   "0.002"], tmp_path / "edge.log")
+    stop_service(flow.cfg, "kafka")
+    down = time.monotonic()
+    edge.start()
+    half = len(flow.records) // 2
+    wait_until("the edge to spool half the journal", lambda: spool_depth(spool) >= half,
+               alive=[edge])
+    edge.kill()
+    killed_at = spool_depth(spool)
+    edge.start()
+    wait_until("the restarted edge to spool more", lambda: spool_depth(spool) > killed_at,
+               alive=[edge])
+    time.sleep(max(0.0, KAFKA_OUTAGE_S - (time.monotonic() - down)))
+    start_service(flow.cfg, "kafka")
+    back = time.monotonic()
+    assert edge.proc is not None
+    assert edge.proc.wait(300) == 0, edge.log.read_text()[-3000:]
+    edge.expected_exit = True
+    flow.published = len(flow.records)
+    flow.wait_caught_up()
+    record(flow.verify(time.monotonic() - back,
+                       note=f"edge killed with {killed_at} records spooled, Kafka down "
+                            f"{back - down:.0f} s"))
+
+
+# -- disk full ----------------------------------------------------------------------------
+
+SMALL_DISK = 1 << 20
+#: a size limit counts only the spool's records (the WAL is not in it): smaller than the disk
+SPOOL_LIMIT = 256 << 10
+
+
+class SmallDisk:
+    """Where the edge's spool lives: a 1 MiB tmpfs (``kind`` "tmpfs", needs root), or a
+    directory whose spool gets ``edge.spool_max_bytes`` = 256 KiB ("spool_max_bytes")."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        self.path = path
+        self.kind = kind
+
+    def grow(self) -> None:
+        """Space returns: the operator frees or adds some (a tmpfs grows to 16 MiB). A
+        size limit needs nothing: the spool frees its own room as it drains."""
+        if self.kind == "tmpfs":
+            subprocess.run(["mount", "-o", f"remount,size={16 * SMALL_DISK}",
+                            str(self.path)], check=True)
+
+
+@pytest.fixture(params=["tmpfs", "spool_max_bytes"])
+def small_disk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SmallDisk]:
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    if request.param == "spool_max_bytes":
+        yield SmallDisk(mnt, request.param)
+        return
+    if os.geteuid() != 0 or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={SMALL_DISK}", "tmpfs", str(mnt)],
+            capture_output=True, check=False).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        yield SmallDisk(mnt, "tmpfs")
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_spool_disk_full(make_flow: Any, small_disk: SmallDisk) -> None:
+    """Kafka down, the edge's spool fills its small disk: appends fail with a clear error
+    and store nothing half-way; what was spooled is intact. Kafka comes back: the spool
+    drains (on a full disk even its deletes are refused: it keeps delivering and retries
+    them until space returns). The refused records, kept by their source as Slurm keeps a
+    refused jobcomp record, are offered again until the spool takes them: everything
+    arrives, once."""
+    flow: Flow = make_flow(spec(seed=24), start=False,
+                           name=f"spool_disk_full_{small_disk.kind}")
+    limit = SPOOL_LIMIT if small_disk.kind == "spool_max_bytes" else 0
+    flow.start(edge_cfg=flow.cfg.replace(edge={"spool_dir": str(small_disk.path),
+                                               "spool_max_bytes": limit}))
+    assert flow.edge is not None
+    stop_service(flow.cfg, "kafka")
+    refused_at: int | None = None
+    error = ""
+    for i, rec in enumerate(flow.records):
+        try:
+            flow.publish([rec], STEADY_RATE * 10)
+        except SpoolError as exc:
+            refused_at, error = i, str(exc)
+            break
+    assert refused_at is not None, "the small disk never filled: the test proves nothing"
+    assert "disk (or the spool's size limit) is full" in error, error
+    # nothing half-written, nothing lost: the spool is sound and holds every accepted record
+    path = flow.edge.spool.path
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert flow.edge.spool.depth() == refused_at
+    with pytest.raises(SpoolError):  # still full: the next record is refused too
+        flow.publish([flow.records[refused_at]], STEADY_RATE)
+    start_service(flow.cfg, "kafka")
+    back = time.monotonic()
+    if small_disk.kind == "tmpfs":
+        wait_until("the records to be delivered (their deletes refused)",
+                   lambda: flow.edge is not None and flow.edge.drainer.delivered == 0
+                   and "cannot delete" in (flow.edge.drainer.last_error or ""))
+        small_disk.grow()
+        back = time.monotonic()
+    rest = flow.records[refused_at:]
+    while rest:
+        try:
+            flow.publish(rest[:50], STEADY_RATE * 10)
+        except SpoolError:
+            time.sleep(0.2)
+            continue
+        rest = rest[50:]
+    flow.wait_caught_up()
+    size = "1 MiB tmpfs" if small_disk.kind == "tmpfs" else "spool_max_bytes of 256 KiB"
+    record(flow.verify(time.monotonic() - back,
+                       note=f"{size} full after {refused_at} records (SpoolError: disk full); "
+                            "recovery from "
+                            + ("space back" if small_disk.kind == "tmpfs" else "Kafka back")))
