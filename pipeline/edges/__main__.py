@@ -1,49 +1,25 @@
-"""``python -m pipeline.edges flux | slurm | status | install-hook``: the edge commands
-without the rest of ``jobstream``, whose other areas (sink, agents) pull in libraries a
-producer edge must not carry in memory (design 6: an edge stays under 50 MB resident)."""
+"""``python -m pipeline.edges [-v] [--config F] flux | slurm | status | install-hook``:
+``jobstream edge`` under a name that needs no console script (the hook installer and the
+tests use it).
+
+The ``jobstream`` command loads each area only when its command runs, so an edge carries
+none of the sink's or agents' libraries (design 6: an edge stays under 50 MB resident).
+"""
 
 from __future__ import annotations
 
-import logging
 import sys
 
-import click
-
-from pipeline.config import Config, load_config
-from pipeline.edges.cli import edge
-from pipeline.errors import JobstreamError
+from pipeline.cli import main
 
 
-class _LazyConfig:
-    def __init__(self, path: str | None) -> None:
-        self.path = path
-        self._cfg: Config | None = None
-
-    def get(self) -> Config:
-        if self._cfg is None:
-            self._cfg = load_config(self.path)
-        return self._cfg
-
-
-class _Group(click.Group):
-    def invoke(self, ctx: click.Context) -> object:
-        try:
-            return super().invoke(ctx)
-        except JobstreamError as exc:
-            click.secho(f"jobstream: error: {exc}", fg="red", err=True)
-            sys.exit(exc.exit_code)
-
-
-@click.group(cls=_Group, commands=edge.commands, help=edge.help)
-@click.option("--config", "config_path", envvar="JOBSTREAM_CONFIG", default=None,
-              help="TOML config file (default: ./jobstream.toml if present).")
-@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
-@click.pass_context
-def main(ctx: click.Context, config_path: str | None, verbose: int) -> None:
-    level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)-5s %(name)s: %(message)s")
-    ctx.obj = _LazyConfig(config_path)
+def _args(argv: list[str]) -> list[str]:
+    """``jobstream`` arguments: the leading global options, then ``edge`` and the rest."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "--help":
+        i += 2 if argv[i] == "--config" else 1
+    return [*argv[:i], "edge", *argv[i:]]
 
 
 if __name__ == "__main__":
-    main(prog_name="python -m pipeline.edges")
+    main(prog_name="python -m pipeline.edges", args=_args(sys.argv[1:]))
