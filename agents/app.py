@@ -124,5 +124,6 @@ def create_app(cfg: Config, *, name: str | None = None) -> Worker:
     )
     normalize.register(worker)
     jobs.register(worker)
-    watchdog.register(app, {raw_topic.get_topic_name(), canonical.get_topic_name()})
+    watchdog.register(app, {raw_topic.get_topic_name(), canonical.get_topic_name()},
+                      cfg.worker.stall_check_s)
     return worker

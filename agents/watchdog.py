@@ -1,17 +1,21 @@
-"""A watchdog over the worker's input partitions: says so when one stops moving.
+"""A watchdog over the worker's input partitions: finds one that stopped, and restarts it.
 
-Every ``STALL_CHECK_S`` it compares, for each partition this worker reads, how far it has
-read, committed and what the broker last said is there (Faust's monitor and consumer).
-A partition with records waiting whose commit has not moved since the previous check is
-logged as a warning, with which of two ways it is stuck:
+Every ``worker.stall_check_s`` it compares, for each partition the agents read, how far
+this worker has read and committed and what the broker last said is there (Faust's
+monitor and consumer). A partition with records waiting whose commit has not moved since
+the previous check is stuck, in one of two ways:
 
+* ``not acknowledged``: records read past the commit, but one never reached the agent or
+  never got acknowledged, and Faust commits only up to the first unacknowledged offset.
+  Seen on restarts with a backlog (a SIGKILLed worker started again): Faust's fetcher runs
+  while recovery seeks the stream partitions back to their commits, and two records went
+  missing between the fetcher and the agent, so the partition never committed again;
 * ``not fetching``: nothing read past the commit although the partition holds more (the
-  consumer stopped asking for it; Faust's flow control has had such bugs, #629);
-* ``not acknowledged``: records read but one of them never acknowledged (an agent that
-  lost an event: Faust commits only up to the first unacknowledged offset).
+  consumer stopped asking for it; Faust's flow control has had such bugs, #629).
 
-It only reports; what to do about it is the operator's call (a restart re-reads from the
-commit, losing nothing).
+Either way the watchdog logs it and seeks the partition back to its commit: everything
+after it is read again, which the agents take as duplicates (see agents/jobs.py), and the
+missing records with it. Nothing is checked while the worker rebalances or recovers.
 """
 
 from __future__ import annotations
@@ -21,12 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["STALL_CHECK_S", "PartitionProgress", "stalled"]
+__all__ = ["PartitionProgress", "register", "stalled"]
 
 logger = logging.getLogger(__name__)
-
-#: seconds between checks: long enough for a busy worker to commit in between
-STALL_CHECK_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,24 +58,33 @@ def stalled(before: Mapping[Any, PartitionProgress], now: Mapping[Any, Partition
     return out
 
 
-def register(app: Any, topics: set[str]) -> None:
-    """Check the partitions of ``topics`` (the agents' inputs) on a timer of ``app``."""
+def register(app: Any, topics: set[str], interval_s: float) -> None:
+    """Watch the partitions of ``topics`` (the agents' inputs) every ``interval_s``."""
     last: dict[Any, PartitionProgress] = {}
 
-    @app.timer(interval=STALL_CHECK_S)
+    @app.timer(interval=interval_s)
     async def partition_watchdog() -> None:
+        if app.rebalancing or getattr(app, "in_recovery", False):
+            last.clear()
+            return
         consumer, monitor = app.consumer, app.monitor
         now = {}
         for tp in consumer.assignment():
             if tp.topic not in topics:
                 continue
+            # the consumer knows the commit it started from; the monitor the ones since
             committed = monitor.tp_committed_offsets.get(tp)
+            if committed is None:
+                committed = consumer._committed_offset.get(tp)  # noqa: SLF001
             try:
                 highwater = consumer.highwater(tp)
             except Exception:  # noqa: BLE001 - not fetched yet: nothing known
                 highwater = None
             now[tp] = PartitionProgress(monitor.tp_read_offsets.get(tp), committed, highwater)
         for tp, why in stalled(last, now).items():
-            logger.warning("partition %s[%d] is stuck, %s", tp.topic, tp.partition, why)
+            logger.warning("partition %s[%d] is stuck, %s; reading it again from the commit",
+                           tp.topic, tp.partition, why)
+            await consumer.seek(tp, now[tp].committed or 0)
+            now.pop(tp)  # judged afresh at the next check
         last.clear()
         last.update(now)

@@ -248,8 +248,9 @@ def test_sigkill_while_processing_loses_and_double_counts_nothing(
     publish(stack_cfg, messages)
 
     # static membership: the restarted worker gets its partitions back without waiting
-    # for the group to time the killed one out
-    worker = spawn(stack_cfg, instance_id="crash-w1").start()
+    # for the group to time the killed one out; a partition stuck after a restart (see
+    # agents/watchdog.py) is read again within half a minute
+    worker = spawn(stack_cfg, instance_id="crash-w1", stall_check_s=15.0).start()
     total = len(expected.events)
     recoveries = []
     for share in (0.15, 0.5):
@@ -263,8 +264,10 @@ def test_sigkill_while_processing_loses_and_double_counts_nothing(
         recoveries.append(time.monotonic() - killed_at)
     wait_caught_up(stack_cfg, [worker])
     worker.stop()
+    stuck = grep_log(worker, "is stuck")
     print("\nrestart to first new event after SIGKILL: "
-          + ", ".join(f"{s:.1f} s" for s in recoveries))
+          + ", ".join(f"{s:.1f} s" for s in recoveries)
+          + f"; partitions read again by the watchdog: {len(stuck)}")
 
     got = latest_states(read_topic(stack_cfg, stack_cfg.topics.state))
     assert not diff_states(got, expected.docs), diff_states(got, expected.docs)
