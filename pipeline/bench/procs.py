@@ -62,6 +62,8 @@ class RssSampler:
                 cpu = proc.cpu_times()
             except psutil.Error:
                 continue  # exited; its figures stay
+            if rss == 0:
+                continue  # a zombie: exited, not reaped yet
             self.cpu_s[name] = cpu.user + cpu.system
             self.last[name] = rss
             self.peak[name] = max(self.peak.get(name, 0), rss)
