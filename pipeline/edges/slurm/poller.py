@@ -4,8 +4,16 @@ Hooks miss jobs that never start and jobcomp misses jobs that have not ended; th
 sees both (slurm.md 6.3, after cc-slurm-adapter). Each poll publishes one record per job:
 the command's JSON document with ``jobs`` cut down to that one job (``meta`` and the other
 top-level keys kept), so every record has a job key and stays far below Kafka's message
-size even on a large cluster. A job whose JSON did not change since the previous poll is
-not published again.
+size even on a large cluster. A job whose JSON object did not change since the previous
+poll is not published again; the top-level keys do not count, since Slurm 23.02 prints
+``last_backfill`` and ``last_update``, which change at every poll.
+
+The output is never held in memory: 50,000 queued jobs are ~28 MiB of JSON and ~5x that as
+Python objects, against an edge's budget of 50 MB resident. Each command writes to an
+unlinked temporary file beside the spool; a first streaming pass (``ijson``) validates the
+document and keeps its top-level keys other than ``jobs``, wherever they are (22.05 prints
+``meta`` first, newer releases after ``jobs``); a second pass reads the jobs one by one and
+spools them :data:`CHUNK` records at a time.
 
 ``sacct`` asks for the window from the high-water mark (minus 1 s) to now, at most
 ``catchup_max_s`` back; the mark moves to the poll's start time only after every record of
@@ -16,36 +24,52 @@ backs off exponentially up to ``poll_backoff_max_s``.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import logging
 import shlex
 import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from array import array
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+import ijson
 
 from pipeline.edges.base import Backoff, EdgeRuntime, record_key
 from pipeline.errors import JobstreamError
 from pipeline.model import RawRecord
 
-__all__ = ["PollError", "SlurmPoller", "split_jobs"]
+__all__ = ["CHUNK", "PollError", "SlurmPoller", "iter_jobs", "top_level"]
 
 logger = logging.getLogger(__name__)
 
 HWM_META = "slurm.sacct.hwm"
+#: records per publish_many (one spool transaction): bounds the memory of a poll
+CHUNK = 500
 
-Runner = Callable[[list[str], float], str]
+#: runs ``argv`` with its stdout written to the file; raises PollError
+Runner = Callable[[list[str], float, IO[bytes]], None]
+
+
+def _dumps(obj: Any, *, sort_keys: bool = False) -> bytes:
+    """Compact JSON, as ``json.dumps`` of what ``json.loads`` gave: ijson reads non-integral
+    numbers as Decimal (see :func:`top_level`), written back as the float json.loads made."""
+    return json.dumps(obj, separators=(",", ":"), sort_keys=sort_keys, default=float).encode()
 
 
 class PollError(Exception):
     """A Slurm command failed; the poller backs off."""
 
 
-def run_command(argv: list[str], timeout: float) -> str:
+def run_command(argv: list[str], timeout: float, out: IO[bytes]) -> None:
     try:
-        proc = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
+        proc = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, timeout=timeout,
+                              check=False)
     except FileNotFoundError as exc:
         raise PollError(f"{argv[0]} not found") from exc
     except subprocess.TimeoutExpired as exc:
@@ -53,24 +77,89 @@ def run_command(argv: list[str], timeout: float) -> str:
     if proc.returncode != 0:
         err = proc.stderr.decode(errors="replace").strip().splitlines()
         raise PollError(f"{argv[0]} exited {proc.returncode}: {err[-1] if err else ''}")
-    return proc.stdout.decode(errors="replace")
 
 
-def split_jobs(text: str) -> list[bytes]:
-    """One ``--json`` document -> one document per job (compact JSON bytes)."""
+class _Utf8Replaced:
+    """``f`` from its start, as UTF-8 with invalid bytes replaced by U+FFFD (as the decode
+    of the whole output did): Slurm prints job names and comments byte for byte, and yajl
+    rejects a whole document for one invalid byte."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        f.seek(0)
+        self._f = f
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._f.read(size)
+        # size 0 is ijson probing for bytes vs str, not the end of the file
+        return self._decoder.decode(data, final=not data and size != 0).encode()
+
+
+def _not_json(exc: ijson.JSONError) -> PollError:
+    # yajl's messages go on with a picture of the spot over several lines
+    first = str(exc).strip().splitlines()
+    return PollError(f"output is not JSON: {first[0] if first else type(exc).__name__}")
+
+
+def top_level(f: IO[bytes]) -> dict[str, Any]:
+    """The document's top-level keys other than ``jobs``, in their order, from one streaming
+    pass that also checks the whole document (the jobs are skipped, not built)."""
+    rest: dict[str, Any] = {}
+    key = ""
+    builder: ijson.ObjectBuilder | None = None
+    depth = 0  # containers open inside the current top-level value
+    has_jobs = False
+    # not use_float=True: yajl then reads integers as int64 and rejects a larger one, and
+    # Slurm prints uint64 values (e.g. memory with the MEM_PER_CPU bit set); the Decimals
+    # ijson gives instead become the same floats as json.loads made in _dumps
+    events = ijson.basic_parse(_Utf8Replaced(f))
     try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise PollError(f"output is not JSON: {exc}") from exc
-    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
+        first = next(events, None)
+        if first is None or first[0] != "start_map":
+            raise PollError("output has no jobs list")
+        for event, value in events:
+            if depth == 0:
+                if event == "map_key":
+                    key = value
+                    builder = None if key == "jobs" else ijson.ObjectBuilder()
+                    continue
+                if event == "end_map":  # the document's own end
+                    continue
+                if key == "jobs":  # the first event of its value
+                    has_jobs = event == "start_array"
+            if builder is not None:
+                builder.event(event, value)
+            if event in ("start_map", "start_array"):
+                depth += 1
+            elif event in ("end_map", "end_array"):
+                depth -= 1
+            if depth == 0 and builder is not None:
+                rest[key] = builder.value
+                builder = None
+    except ijson.JSONError as exc:
+        raise _not_json(exc) from exc
+    if not has_jobs:
         raise PollError("output has no jobs list")
-    rest = {k: v for k, v in doc.items() if k != "jobs"}
-    return [json.dumps({**rest, "jobs": [job]}, separators=(",", ":")).encode()
-            for job in doc["jobs"]]
+    return rest
 
 
-def _digest(payload: bytes) -> bytes:
-    return hashlib.blake2b(payload, digest_size=12).digest()
+def iter_jobs(f: IO[bytes]) -> Iterator[dict[str, Any]]:
+    """The job objects of a document :func:`top_level` accepted, one at a time."""
+    try:
+        yield from ijson.items(_Utf8Replaced(f), "jobs.item")  # Decimals: see top_level
+    except ijson.JSONError as exc:
+        raise _not_json(exc) from exc
+
+
+def _digest(job: dict[str, Any]) -> int:
+    # the job alone: the top-level keys (last_update, ...) change at every poll
+    digest = hashlib.blake2b(_dumps(job, sort_keys=True), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def _has(digests: array[int], digest: int) -> bool:
+    i = bisect_left(digests, digest)
+    return i < len(digests) and digests[i] == digest
 
 
 class SlurmPoller:
@@ -86,7 +175,10 @@ class SlurmPoller:
         self.published = 0
         self.polls = 0
         self.failures = 0
-        self._seen: dict[str, dict[str, bytes]] = {"slurm-squeue": {}, "slurm-sacct": {}}
+        #: the sorted digests of the last poll's jobs, by format (the job id is in the job):
+        #: 8 bytes a job where a dict by key took ~200, and a poll holds two of them
+        self._seen: dict[str, array[int]] = {"slurm-squeue": array("Q"),
+                                              "slurm-sacct": array("Q")}
         self._stop = threading.Event()
         #: waits between polls; returns True when the poller should stop
         self._sleep = sleep or self._stop.wait
@@ -104,25 +196,34 @@ class SlurmPoller:
             start = max(start, hwm - 1.0)
         return start
 
-    def _publish(self, fmt: str, docs: list[bytes]) -> int:
+    def _publish(self, fmt: str, f: IO[bytes], rest: dict[str, Any]) -> int:
         cluster = self.runtime.cfg.cluster
         now = time.time()
         seen = self._seen[fmt]
-        fresh: dict[str, bytes] = {}
-        records = []
-        for payload in docs:
+        fresh = array("Q")
+        records: list[RawRecord] = []
+        n = 0
+        for job in iter_jobs(f):
+            digest = _digest(job)
+            if _has(seen, digest):  # unchanged, and keyed when it was published
+                fresh.append(digest)
+                continue
+            # the record as before the streaming parse: the parsers downstream are unchanged
+            payload = _dumps({**rest, "jobs": [job]})
             key = record_key(fmt, payload, cluster, now)
-            digest = _digest(payload)
-            if key is not None:
-                fresh[key] = digest
-                if seen.get(key) == digest:
-                    continue
+            if key is not None:  # an unkeyed record goes out again at every poll, as before
+                fresh.append(digest)
             records.append(RawRecord(cluster=cluster, scheduler="slurm", format=fmt,
                                      received_at=now, payload=payload, key=key))
+            if len(records) >= CHUNK:
+                self.runtime.publish_many(records)
+                n += len(records)
+                records = []
         if records:
             self.runtime.publish_many(records)
-        self._seen[fmt] = fresh
-        return len(records)
+            n += len(records)
+        self._seen[fmt] = array("Q", sorted(fresh))
+        return n
 
     def poll_once(self) -> int:
         """One squeue + sacct round; the number of records published. Raises PollError."""
@@ -134,9 +235,16 @@ class SlurmPoller:
             "--endtime", time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now + 1)),
         ]
         timeout = self.cfg.command_timeout_s
-        squeue_docs = split_jobs(self.runner(squeue, timeout))
-        sacct_docs = split_jobs(self.runner(sacct, timeout))
-        n = self._publish("slurm-squeue", squeue_docs) + self._publish("slurm-sacct", sacct_docs)
+        # on disk beside the spool, not in /tmp (often tmpfs, i.e. memory); unlinked at once
+        spool_dir = self.runtime.spool.path.parent
+        with tempfile.TemporaryFile(dir=spool_dir) as squeue_out, \
+                tempfile.TemporaryFile(dir=spool_dir) as sacct_out:
+            self.runner(squeue, timeout, squeue_out)
+            self.runner(sacct, timeout, sacct_out)
+            # both documents are checked before anything is published
+            squeue_rest, sacct_rest = top_level(squeue_out), top_level(sacct_out)
+            n = (self._publish("slurm-squeue", squeue_out, squeue_rest)
+                 + self._publish("slurm-sacct", sacct_out, sacct_rest))
         # everything of this window is on disk: the next poll may start from here
         self.runtime.spool.set_meta(HWM_META, repr(now))
         self.polls += 1

@@ -3,7 +3,9 @@ commands), down to the spool. Kafka is unreachable here: nothing leaves the spoo
 
 from __future__ import annotations
 
+import copy
 import http.client
+import io
 import json
 import shutil
 import socket
@@ -13,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 import pytest
 
@@ -21,7 +24,7 @@ from pipeline.edges.base import EdgeRuntime
 from pipeline.edges.slurm import SlurmEdge
 from pipeline.edges.slurm.bridge import strip_nul
 from pipeline.edges.slurm.hooks import DropDirIngester, install_hook
-from pipeline.edges.slurm.poller import HWM_META, PollError, SlurmPoller, split_jobs
+from pipeline.edges.slurm.poller import CHUNK, HWM_META, PollError, SlurmPoller, top_level
 from pipeline.spool import Spool
 
 SLURM = Path("/work/shared/vectors/slurm")
@@ -351,9 +354,137 @@ class TestPoller:
         assert poller.failures == 5
 
 
-def test_split_jobs_refuses_non_json() -> None:
-    with pytest.raises(PollError, match="not JSON"):
-        split_jobs("squeue: error")
+@pytest.mark.parametrize("output", [b"squeue: error", b"", b'{"jobs":[{"job_id":1}', b"{}x"])
+def test_top_level_refuses_non_json(output: bytes) -> None:
+    with pytest.raises(PollError, match="^output is not JSON: [^\n]+$"):
+        top_level(io.BytesIO(output))
+
+
+@pytest.mark.parametrize("output", [b"[]", b'{"meta":{}}', b'{"jobs":null}', b'{"jobs":{}}'])
+def test_top_level_refuses_a_document_without_a_jobs_list(output: bytes) -> None:
+    with pytest.raises(PollError, match="no jobs list"):
+        top_level(io.BytesIO(output))
+
+
+class TestStreamingPoll:
+    """The poller streams the output: what it publishes, and in chunks."""
+
+    @staticmethod
+    def squeue_doc(**top: Any) -> dict[str, Any]:
+        doc = json.loads(SQUEUE.read_bytes())
+        doc.update(top)
+        return doc
+
+    @pytest.fixture
+    def outputs(self) -> dict[str, bytes]:
+        """What the fake squeue and sacct print (sacct: no jobs)."""
+        return {"squeue": json.dumps(self.squeue_doc()).encode(),
+                "sacct": json.dumps({"meta": {}, "errors": [], "jobs": []}).encode()}
+
+    @pytest.fixture
+    def runtime(self, edge_cfg: Config) -> Iterator[EdgeRuntime]:
+        cfg = edge_cfg.replace(edge={"slurm": {"squeue_command": "squeue",
+                                               "sacct_command": "sacct"}})
+        rt = EdgeRuntime(cfg, "slurm")
+        yield rt
+        rt.spool.close()
+
+    @staticmethod
+    def new_poller(runtime: EdgeRuntime, outputs: dict[str, bytes]) -> SlurmPoller:
+        def runner(argv: list[str], timeout: float, out: IO[bytes]) -> None:
+            out.write(outputs[argv[0]])
+        return SlurmPoller(runtime, runner=runner, clock=lambda: 1_800_000_000.0)
+
+    @pytest.fixture
+    def poller(self, runtime: EdgeRuntime, outputs: dict[str, bytes]) -> SlurmPoller:
+        return self.new_poller(runtime, outputs)
+
+    def test_jobs_before_meta_gives_the_same_records(self, runtime: EdgeRuntime,
+                                                     outputs: dict[str, bytes],
+                                                     read_spool) -> None:
+        doc = self.squeue_doc(last_backfill=1_799_999_990, last_update=1_799_999_999,
+                              warnings=[])
+        meta_first = json.dumps(doc).encode()
+        # Slurm >= 23.02's order
+        jobs_first = json.dumps({k: doc[k] for k in ("jobs", "last_backfill", "last_update",
+                                                     "meta", "errors", "warnings")}).encode()
+        results = []
+        for output in (meta_first, jobs_first):
+            outputs["squeue"] = output
+            before = runtime.spool.depth()
+            assert self.new_poller(runtime, outputs).poll_once() == 3  # nothing seen yet
+            results.append(read_spool(runtime.spool)[before:])
+        (first, second) = results
+        assert [k for k, _ in first] == [k for k, _ in second] \
+            == [b"testcluster:1", b"testcluster:2", b"testcluster:3"]
+        for (_, a), (_, b) in zip(first, second, strict=True):
+            assert json.loads(a.payload) == json.loads(b.payload)
+            assert json.loads(b.payload)["last_update"] == 1_799_999_999
+            assert len(json.loads(b.payload)["jobs"]) == 1
+
+    def test_payload_is_the_document_cut_to_one_job(self, poller: SlurmPoller,
+                                                    outputs: dict[str, bytes],
+                                                    read_spool) -> None:
+        doc = self.squeue_doc()
+        job = doc["jobs"][0]
+        # floats, a uint64 beyond int64 (memory with MEM_PER_CPU set), non-ASCII
+        job.update(billable_tres=1.5, ratio=1e-7, memory_per_cpu=9223372036854777856,
+                   name="caf\u00e9 \u2603")
+        output = json.dumps(doc, indent=2, ensure_ascii=False).encode()  # as Slurm prints
+        output = output.replace("caf\u00e9".encode(), b"caf\xff")  # not UTF-8
+        outputs["squeue"] = output
+        assert poller.poll_once() == 3
+        # what the poller published when it read the whole output with json.loads
+        whole = json.loads(output.decode(errors="replace"))
+        rest = {k: v for k, v in whole.items() if k != "jobs"}
+        expected = [json.dumps({**rest, "jobs": [j]}, separators=(",", ":")).encode()
+                    for j in whole["jobs"]]
+        assert [r.payload for _, r in read_spool(poller.runtime.spool)] == expected
+        assert b'"memory_per_cpu":9223372036854777856' in expected[0]
+        assert b'"ratio":1e-07' in expected[0] and b"caf\\ufffd" in expected[0]
+
+    def test_changed_top_level_keys_do_not_republish_unchanged_jobs(
+            self, poller: SlurmPoller, outputs: dict[str, bytes], read_spool) -> None:
+        outputs["squeue"] = json.dumps(self.squeue_doc(last_update=1_799_999_999)).encode()
+        assert poller.poll_once() == 3
+        outputs["squeue"] = json.dumps(self.squeue_doc(last_update=1_800_000_059)).encode()
+        assert poller.poll_once() == 0
+        doc = self.squeue_doc(last_update=1_800_000_119)
+        doc["jobs"][2]["job_state"] = "RUNNING"
+        outputs["squeue"] = json.dumps(doc).encode()
+        assert poller.poll_once() == 1
+        _, rec = read_spool(poller.runtime.spool)[-1]
+        assert json.loads(rec.payload)["jobs"][0]["job_state"] == "RUNNING"
+        assert json.loads(rec.payload)["last_update"] == 1_800_000_119
+
+    def test_a_large_queue_is_published_in_chunks(self, poller: SlurmPoller,
+                                                  outputs: dict[str, bytes],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+        jobs = 20_000
+        doc = self.squeue_doc()
+        template = doc["jobs"][2]  # pending
+        doc["jobs"] = []
+        for job_id in range(1000, 1000 + jobs):
+            job = copy.deepcopy(template)
+            job["job_id"] = job_id
+            doc["jobs"].append(job)
+        outputs["squeue"] = json.dumps(doc).encode()
+        chunks: list[int] = []
+        publish_many = poller.runtime.publish_many
+
+        def counting(records: list[Any]) -> list[int]:
+            chunks.append(len(records))
+            return publish_many(records)
+
+        monkeypatch.setattr(poller.runtime, "publish_many", counting)
+        assert poller.poll_once() == jobs
+        assert max(chunks) == CHUNK and sum(chunks) == jobs
+        assert len(chunks) == -(-jobs // CHUNK)
+        spool = poller.runtime.spool
+        assert spool.depth() == jobs
+        keys = {r.key for r in spool.read(0, jobs + 1)}
+        assert keys == {b"testcluster:%d" % j for j in range(1000, 1000 + jobs)}
+        assert poller.high_water_mark == 1_800_000_000.0
 
 
 def test_strip_nul_removes_only_the_trailing_nul() -> None:
