@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from pipeline.errors import ServiceError
@@ -27,6 +27,11 @@ _TIMEOUT_S = 15.0
 #: leader yet, just after the topic was created)
 _ATTEMPTS = 20
 _RETRY_WAIT_S = 0.25
+#: a new topic's partitions answer these until their leader is elected and known; the
+#: list-offsets result does not always mark them retriable
+_LEADERSHIP_CODES = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION,
+                               KafkaError.LEADER_NOT_AVAILABLE,
+                               KafkaError.UNKNOWN_TOPIC_OR_PART})
 
 T = TypeVar("T")
 
@@ -42,7 +47,8 @@ class _Failed(Exception):
     def __init__(self, what: str, exc: KafkaException) -> None:
         super().__init__(f"kafka: {what}: {exc}")
         error = exc.args[0] if exc.args else None
-        self.retriable = bool(getattr(error, "retriable", lambda: False)())
+        self.retriable = (bool(getattr(error, "retriable", lambda: False)())
+                          or getattr(error, "code", lambda: None)() in _LEADERSHIP_CODES)
 
 
 def _retrying(request: Callable[[], T]) -> T:
