@@ -52,8 +52,8 @@ def test_ctrl_c_stops_the_worker_and_sink_the_demo_started(stack_cfg: Config,
     demo = subprocess.Popen(
         [sys.executable, "-c", MAIN, "demo", "--jobs", "1000", "--logs", str(logs)],
         env=child_env(cfg), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    parent = psutil.Process(demo.pid)
     try:
-        parent = psutil.Process(demo.pid)
         deadline = time.monotonic() + GUARD_S
         # until the worker and the sink run and the workload is being published
         while not (len(parent.children()) == 2 and (logs / "sink.log").exists()
@@ -69,6 +69,9 @@ def test_ctrl_c_stops_the_worker_and_sink_the_demo_started(stack_cfg: Config,
         output = demo.communicate(timeout=GUARD_S)[0]
     finally:
         if demo.poll() is None:
+            # a failed test must not leave the demo's worker and sink running after it
+            for child in parent.children(recursive=True):
+                child.kill()
             demo.kill()
     assert demo.returncode == 130, output
     assert "interrupted" in output
