@@ -345,23 +345,18 @@ class Flow:
 
     def wait_groups(self) -> float:
         """Until the worker's and the sink's consumer groups are stable with members."""
-        # The flow's one AdminClient, and every answer awaited: a client dropped with
-        # requests in flight is destroyed while librdkafka's background thread may still
-        # call back into Python with them (confluent-kafka-python #1761: the pytest
-        # process died of a segfault once in this suite).
-        admin = self._positions.admin
+        admin = AdminClient(self.cfg.librdkafka(logger=QUIET))
 
         def stable() -> bool:
-            ok = True
             for future in admin.describe_consumer_groups(self.groups(),
                                                          request_timeout=10).values():
                 try:
                     desc = future.result(timeout=15)
                 except Exception:  # noqa: BLE001 -- not there yet
-                    ok = False
-                    continue
-                ok = ok and desc.state.name == "STABLE" and bool(desc.members)
-            return ok
+                    return False
+                if desc.state.name != "STABLE" or not desc.members:
+                    return False
+            return True
 
         return wait_until("the worker and the sink to join their groups", stable,
                           poll_s=0.5, alive=self.procs)
