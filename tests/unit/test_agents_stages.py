@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from agents.jobs import PendingStates
 from agents.normalize import RecentIds
 from agents.states import JobStates, decode_state, encode_state
 from agents.watchdog import PartitionProgress, stalled
@@ -108,17 +107,3 @@ def test_the_watchdog_tells_a_stuck_partition_and_why() -> None:
     found = stalled(before, now)
     assert set(found) == {"a", "b"}
     assert found["a"].startswith("not fetching") and found["b"].startswith("not acknowledged")
-
-
-def test_pending_states_keep_a_jobs_latest_event_and_fold_until_taken() -> None:
-    pending = PendingStates()
-    fold = JobFold()
-    fold.add(submit("1"))
-    pending.add(b"c:1", fold, "event-1")
-    fold.add(submit("1", "alloc", 2.0))
-    pending.add(b"c:1", fold, "event-2")
-    # the next event of the job folds into the pending fold, not the table's older one
-    assert pending.fold(b"c:1") is fold and pending.fold(b"c:2") is None
-    folds, events = pending.take()
-    assert folds == {b"c:1": ("event-2", fold)} and events == ["event-1", "event-2"]
-    assert pending.fold(b"c:1") is None and pending.take() == ({}, [])
