@@ -2,23 +2,23 @@
 
 For every canonical event: fold it into the job's state (the same fold as ``jobstream
 fold``; the table read through a bounded cache of folds, :mod:`agents.states`), then
-enrich, anonymize and emit the event to ``hpc.jobs.events``. The job's table entry and its
-document(s) on ``hpc.jobs.state`` follow per *batch*, not per event: a job's events come
-in bursts (a Flux submit, validate, depend, priority within milliseconds; alloc, prolog,
-start; the end), and the table value and each state are the whole job, so only the last
-of a burst matters. Rewriting the whole fold on every event made the changelog 62 % of
-the worker's bytes and grow with the square of a job's events (BENCHMARKS.md).
+enrich, anonymize and emit the event to ``hpc.jobs.events`` and the job's document(s) to
+``hpc.jobs.state``. A *duplicate* event changes no state but is emitted
+again all the same, and the table entry written again: after a crash the table (RocksDB,
+written at once) can be ahead of the outputs and of its own changelog (flushed at
+commit), and re-emitting is what makes them catch up. The sink
+is idempotent (events by id, states by revision), so this costs a no-op write, not a
+double count.
 
-The agent marks the job pending and keeps the event unacknowledged; :class:`PendingStates`
-writes each pending job's table entry and emits its latest state once, after
-``STATE_BATCH`` events or ``STATE_FLUSH_S`` after the first one (a timer), and only then
-acknowledges the events. Faust commits an offset only once its event is acknowledged and
-flushes its producer (changelog included) before committing, so a crash can lose no
-state: the events are read again. A batch's *duplicate* events change no state but
-their job's entry is written and its state emitted all the same: after a crash the
-table (RocksDB, written at once) can be ahead of the outputs and of its own changelog
-(flushed at commit), and rewriting is what makes them catch up. The sink is idempotent
-(events by id, states by revision), so this costs a no-op write, not a double count.
+Job states are emitted per *batch*, not per event: a job's events come in bursts (a
+Flux submit, validate, depend, priority within milliseconds; alloc, prolog, start; the
+end), and each state is the whole document, so only the last of a burst matters. The
+agent marks the job pending and keeps the event unacknowledged; :class:`PendingStates`
+emits each pending job's latest state once, after ``STATE_BATCH`` events or
+``STATE_FLUSH_S`` after the first one (a timer), and only then acknowledges the events.
+Faust commits an offset only once its event is acknowledged and flushes its producer
+before committing, so a crash can lose no state: the events are read again. This halves
+the worker's work per event (the fold's documents, their Avro encoding and the sends).
 
 Timers: queue snapshots of this worker's partitions every ``worker.snapshot_interval_s``,
 and the expiry of finished jobs after ``worker.done_grace_s`` (a control message through
@@ -29,12 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 from typing import TYPE_CHECKING, Any
-
-# Faust's stores and changelog take the partition of a table write from the stream's
-# current event; a batch's writes name theirs by setting it (there is no public way)
-from faust.streams import _current_event
 
 from agents.states import JobStates, decode_state
 from pipeline.anonymize import IDENTITY_FIELDS
@@ -81,26 +76,21 @@ STATE_FLUSH_S = 0.05
 
 
 class PendingStates:
-    """Jobs whose table entry and state are not written yet (key -> the job's latest event,
-    its fold) and the events waiting for them, acknowledged once they are."""
+    """Jobs whose state is not emitted yet (key -> partition, latest fold) and the events
+    waiting for it, acknowledged once it is."""
 
     def __init__(self) -> None:
-        self.folds: dict[bytes, tuple[Any, JobFold]] = {}
+        self.folds: dict[bytes, tuple[int, JobFold]] = {}
         self.events: list[Any] = []
         self.since = 0.0
 
-    def add(self, key: bytes, fold: JobFold, event: Any) -> None:
+    def add(self, key: bytes, partition: int, fold: JobFold, event: Any) -> None:
         if not self.events:
             self.since = time.monotonic()
-        self.folds[key] = (event, fold)
+        self.folds[key] = (partition, fold)
         self.events.append(event)
 
-    def fold(self, key: bytes) -> JobFold | None:
-        """The job's fold if it is pending: newer than the table's."""
-        entry = self.folds.get(key)
-        return entry[1] if entry is not None else None
-
-    def take(self) -> tuple[dict[bytes, tuple[Any, JobFold]], list[Any]]:
+    def take(self) -> tuple[dict[bytes, tuple[int, JobFold]], list[Any]]:
         """Everything pending, and empty again (no await in between: the agent and the
         timer both flush)."""
         folds, events = self.folds, self.events
@@ -114,9 +104,6 @@ def register(worker: Worker) -> None:
 
     @app.on_partitions_revoked.connect
     async def forget_revoked(app: Any, revoked: Any, **kwargs: Any) -> None:
-        # Unacknowledged, so uncommitted: the partitions' next owner reads them again.
-        # Written now, a revoked partition's entry could land after that owner's newer one.
-        pending.take()
         states.clear()
 
     @app.on_partitions_assigned.connect
@@ -125,10 +112,10 @@ def register(worker: Worker) -> None:
     active = ActiveJobs()
     pending = PendingStates()
 
-    def event_output(ev: JobEvent, fold: JobFold) -> dict[str, Any]:
+    def event_output(ev: JobEvent, state: dict[str, Any]) -> dict[str, Any]:
         event = ev.to_dict()
         event["facts"] = worker.enricher.facts(event["facts"])
-        return worker.anonymizer.event(event, _identities(worker, fold))
+        return worker.anonymizer.event(event, _identities(worker, state))
 
     def documents(fold: JobFold) -> list[dict[str, Any]]:
         return [worker.anonymizer.document(worker.enricher.facts(d)) for d in fold.documents()]
@@ -136,19 +123,12 @@ def register(worker: Worker) -> None:
     async def emit_states() -> None:
         folds, events = pending.take()
         now = time.time()
-        # every table write before the first await: a rebalance cannot come in between
-        for key, (event, fold) in folds.items():
-            token = _current_event.set(weakref.ref(event))
-            try:
-                states.put(key, fold)
-            finally:
-                _current_event.reset(token)
-        for key, (event, fold) in folds.items():
+        for key, (partition, fold) in folds.items():
             docs = documents(fold)
             for doc in docs:
                 await worker.state.send(key=key, value=worker.wire.encode_state(doc))
             if docs:
-                active.update(key, event.message.partition, summarize(docs[-1]), now)
+                active.update(key, partition, summarize(docs[-1]), now)
         for event in events:
             event.ack()
 
@@ -168,15 +148,17 @@ def register(worker: Worker) -> None:
                 event.ack()
                 continue
             assert isinstance(item, JobEvent)
-            fold = pending.fold(key)
-            if fold is None:
-                fold = states.get(key)
+            fold = states.get(key)
             if fold is None:
                 fold = JobFold()
             fold.add(item)
+            # Written even for a duplicate: after a crash the local store can be ahead of the
+            # changelog (written at once vs. flushed at commit); rewriting re-sends the
+            # changelog entry, as re-emitting catches the outputs up.
+            value = states.put(key, fold)
             await worker.events.send(key=key,
-                                     value=worker.wire.encode_event(event_output(item, fold)))
-            pending.add(key, fold, event)
+                                     value=worker.wire.encode_event(event_output(item, value)))
+            pending.add(key, message.partition, fold, event)
             if len(pending.events) >= STATE_BATCH:
                 await emit_states()
 
@@ -222,12 +204,12 @@ def register(worker: Worker) -> None:
         return web.json(docs[-1] if len(docs) == 1 else {"incarnations": docs})
 
 
-def _identities(worker: Worker, fold: JobFold) -> set[tuple[str, Any]]:
+def _identities(worker: Worker, state: dict[str, Any]) -> set[tuple[str, Any]]:
     """(field, value) of every identity a job's events state (enriched), for the
     anonymization of free text; nothing when the policy is off."""
     if not worker.anonymizer.active:
         return set()
-    return {(f, v) for e in fold.events() for f, v in worker.enricher.facts(e.facts).items()
+    return {(f, v) for e in state["events"] for f, v in worker.enricher.facts(e["facts"]).items()
             if f in IDENTITY_FIELDS and v is not None}
 
 
