@@ -14,6 +14,7 @@ past an in-flight event and lose it on a crash); scale comes from partitions and
 
 from __future__ import annotations
 
+import logging
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +26,11 @@ from pipeline.anonymize import Anonymizer
 from pipeline.config import Config
 from pipeline.enrich import Enricher
 from pipeline.kafka_auth import faust_credentials
+from pipeline.logrepeat import RepeatFilter
 from pipeline.topics import RAW_MAX_MESSAGE_BYTES
 from pipeline.wire import Wire
 
-__all__ = ["Worker", "create_app"]
+__all__ = ["Runner", "Worker", "create_app"]
 
 
 @dataclass
@@ -48,6 +50,17 @@ class Worker:
     anonymizer: Anonymizer
     enricher: Enricher
     wire: Wire
+
+
+class Runner(faust.Worker):
+    """Faust's worker, with a log a person can read while the broker is away: aiokafka
+    logs every reconnect attempt, thousands a second (:mod:`pipeline.logrepeat`)."""
+
+    def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+        super().on_setup_root_logger(logger, level)
+        repeats = RepeatFilter()
+        for handler in logger.handlers:
+            handler.addFilter(repeats)
 
 
 def _broker_urls(bootstrap: str) -> list[str]:

@@ -22,9 +22,7 @@ def worker(ctx: click.Context, name: str | None, web_port: int | None, store_dir
     partitions. GET http://<host>:<web-port>/jobs/<cluster>/<job_id> answers a job's current
     state from whichever worker owns it.
     """
-    import faust
-
-    from agents.app import create_app
+    from agents.app import Runner, create_app
     from pipeline.cli import get_config
     from pipeline.topics import ensure_topics
 
@@ -42,7 +40,7 @@ def worker(ctx: click.Context, name: str | None, web_port: int | None, store_dir
     # restarts meanwhile (tests/faults caught it).
     ensure_topics(cfg, extra={f"{cfg.worker.app_id}-canonical": {}})
     w = create_app(cfg, name=name)
-    runner = faust.Worker(w.app, loglevel=loglevel, quiet=True)
+    runner = Runner(w.app, loglevel=loglevel, quiet=True)
     # Faust's progress spinner sets the root logger to DEBUG (so that every record spins
     # it): every aiokafka and Faust debug call then builds a LogRecord, a fifth of the
     # worker's CPU under load. Without the spinner the root keeps ``loglevel``.
