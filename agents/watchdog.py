@@ -1,27 +1,34 @@
 """A watchdog over the worker's input partitions: finds one that stopped, and restarts it.
 
 Every ``worker.stall_check_s`` it compares, for each partition the agents read, how far
-this worker has read and committed and what the broker last said is there (Faust's
-monitor and consumer). A partition with records waiting whose commit has not moved since
-the previous check is stuck, in one of two ways:
+this worker has read (Faust's monitor) with what the broker says: the group's committed
+offset and the partition's end. A partition with records waiting whose commit has not
+moved since the previous check is stuck, in one of two ways:
 
 * ``not acknowledged``: records read past the commit, but one never reached the agent or
   never got acknowledged, and Faust commits only up to the first unacknowledged offset.
   Seen on restarts with a backlog (a SIGKILLed worker started again): Faust's fetcher runs
   while recovery seeks the stream partitions back to their commits, and two records went
   missing between the fetcher and the agent, so the partition never committed again;
-* ``not fetching``: nothing read past the commit although the partition holds more (the
-  consumer stopped asking for it; Faust's flow control has had such bugs, #629).
+* ``not fetching``: nothing read past the commit although the partition holds more. Seen
+  when a rebalance hands a running worker more partitions (a dead worker's, once its
+  session expired): Faust never fetched them (its flow control has had such bugs, #629).
 
 Either way the watchdog logs it and seeks the partition back to its commit: everything
 after it is read again, which the agents take as duplicates (see agents/jobs.py), and the
-missing records with it. Nothing is checked while the worker rebalances or recovers.
+missing records with it. Nothing is checked while the worker rebalances or recovers, nor
+while the broker does not answer.
+
+The commit and the end come from the broker, not from Faust's own bookkeeping: Faust
+knows no commit for a partition it was handed and never read, and its fetcher knows no
+end for a partition it never fetched, which is exactly the stuck case.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,9 +39,9 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class PartitionProgress:
-    read: int | None  # last offset read (None: nothing yet)
-    committed: int | None  # next offset to read after a restart
-    highwater: int | None  # end offset as the broker last said
+    read: int | None  # last offset read by this worker (None: nothing yet)
+    committed: int | None  # the group's next offset to read (None: never committed)
+    highwater: int | None  # end offset (None: unknown)
 
 
 def stalled(before: Mapping[Any, PartitionProgress], now: Mapping[Any, PartitionProgress]
@@ -50,12 +57,33 @@ def stalled(before: Mapping[Any, PartitionProgress], now: Mapping[Any, Partition
         if p.highwater <= done:
             continue  # nothing waiting
         if p.read is None or p.read + 1 <= done:
-            out[tp] = (f"not fetching: committed {done}, end {p.highwater}, "
+            out[tp] = (f"not fetching: committed {p.committed}, end {p.highwater}, "
                        f"read up to {p.read}")
         else:
-            out[tp] = (f"not acknowledged: committed {done}, read up to {p.read}, "
+            out[tp] = (f"not acknowledged: committed {p.committed}, read up to {p.read}, "
                        f"end {p.highwater}")
     return out
+
+
+async def _positions(consumer: Any, tps: Sequence[Any]
+                     ) -> tuple[Mapping[Any, int], dict[Any, int | None]]:
+    """The end offsets of ``tps`` and the group's commits (None: no commit), asked of the
+    broker. Faust runs its aiokafka consumer in a thread of its own; calls to it go
+    through that thread."""
+    if not tps:
+        return {}, {}
+    ends = await consumer.highwaters(*tps)
+    thread = consumer._thread  # noqa: SLF001
+    aio = thread._ensure_consumer()  # noqa: SLF001
+    return ends, {tp: await thread.call_thread(aio.committed, tp) for tp in tps}
+
+
+async def _restart(consumer: Any, tp: Any, committed: int | None) -> None:
+    """Read ``tp`` again from its commit (from its start when it has none: the group reads
+    from the earliest offset)."""
+    if committed is None:
+        committed = (await consumer.earliest_offsets(tp)).get(tp, 0)
+    await consumer.seek(tp, committed)
 
 
 def register(app: Any, topics: set[str], interval_s: float) -> None:
@@ -68,23 +96,20 @@ def register(app: Any, topics: set[str], interval_s: float) -> None:
             last.clear()
             return
         consumer, monitor = app.consumer, app.monitor
-        now = {}
-        for tp in consumer.assignment():
-            if tp.topic not in topics:
-                continue
-            # the consumer knows the commit it started from; the monitor the ones since
-            committed = monitor.tp_committed_offsets.get(tp)
-            if committed is None:
-                committed = consumer._committed_offset.get(tp)  # noqa: SLF001
-            try:
-                highwater = consumer.highwater(tp)
-            except Exception:  # noqa: BLE001 - not fetched yet: nothing known
-                highwater = None
-            now[tp] = PartitionProgress(monitor.tp_read_offsets.get(tp), committed, highwater)
+        tps = sorted(tp for tp in consumer.assignment() if tp.topic in topics)
+        try:
+            # bounded: a consumer that does not answer must not stop the watchdog too
+            ends, commits = await asyncio.wait_for(_positions(consumer, tps), interval_s)
+        except Exception as exc:  # noqa: BLE001 - the broker away: nothing to judge now
+            logger.debug("partition watchdog: no answer from the broker (%s)", exc)
+            last.clear()
+            return
+        now = {tp: PartitionProgress(monitor.tp_read_offsets.get(tp), commits.get(tp),
+                                     ends.get(tp)) for tp in tps}
         for tp, why in stalled(last, now).items():
             logger.warning("partition %s[%d] is stuck, %s; reading it again from the commit",
                            tp.topic, tp.partition, why)
-            await consumer.seek(tp, now[tp].committed or 0)
+            await _restart(consumer, tp, now[tp].committed)
             now.pop(tp)  # judged afresh at the next check
         last.clear()
         last.update(now)

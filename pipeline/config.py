@@ -115,7 +115,7 @@ class WorkerConfig:
     session_timeout_s: float = 60.0
     #: how often the worker checks that its input partitions move (agents.watchdog); a
     #: partition whose commit stood still between two checks is read again from it
-    stall_check_s: float = 60.0
+    stall_check_s: float = 10.0
     #: largest canonical event (JSON bytes) the agents pass on; a bigger one loses its
     #: jobspec / R / record (marked ``<name>_truncated`` in its context). Below the
     #: broker's default max.message.bytes (1 MiB), which the event topics keep.

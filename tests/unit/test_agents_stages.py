@@ -106,4 +106,7 @@ def test_the_watchdog_tells_a_stuck_partition_and_why() -> None:
            "e": PartitionProgress(read=None, committed=None, highwater=5)}  # first check
     found = stalled(before, now)
     assert set(found) == {"a", "b"}
+    # handed over by a rebalance, never read, never committed by the group: the same
+    again = stalled(now, now)
+    assert again["e"] == "not fetching: committed None, end 5, read up to None"
     assert found["a"].startswith("not fetching") and found["b"].startswith("not acknowledged")
