@@ -56,6 +56,9 @@ class Runner(faust.Worker):
     """Faust's worker, with a log a person can read while the broker is away: aiokafka
     logs every reconnect attempt, thousands a second (:mod:`pipeline.logrepeat`)."""
 
+    def _repr_name(self) -> str:
+        return "Worker"  # the name its log lines carry, as Faust's own
+
     def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
         super().on_setup_root_logger(logger, level)
         repeats = RepeatFilter()
@@ -69,7 +72,9 @@ def _broker_urls(bootstrap: str) -> list[str]:
 
 def create_app(cfg: Config, *, name: str | None = None) -> Worker:
     """Build the worker's Faust app from ``cfg`` and register its agents, table and timers."""
-    from agents import jobs, normalize, watchdog  # they register themselves on the app
+    from agents import faust_gaps, jobs, normalize, watchdog  # they register themselves
+
+    faust_gaps.apply()
 
     store_dir = cfg.worker.store_dir or str(Path(cfg.stack.cache_dir) / "worker-store")
     # Faust creates only the last component; a fresh worker.store_dir may be deeper
