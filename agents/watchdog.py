@@ -5,19 +5,21 @@ this worker has read (Faust's monitor) with what the broker says: the group's co
 offset and the partition's end. A partition with records waiting whose commit has not
 moved since the previous check is stuck, in one of two ways:
 
-* ``not acknowledged``: records read past the commit, but one never reached the agent or
-  never got acknowledged, and Faust commits only up to the first unacknowledged offset.
-  Seen on restarts with a backlog (a SIGKILLed worker started again): Faust's fetcher runs
-  while recovery seeks the stream partitions back to their commits, and two records went
-  missing between the fetcher and the agent, so the partition never committed again;
+* ``not acknowledged``: records read past the commit, but some never reached the agent,
+  and Faust commits only up to the first unacknowledged offset. Seen after rebalances: a
+  record fetched before the rebalance goes through Faust's fetch loop after the rebalance
+  sought the partition back to its commit, and moves the loop's read position past the
+  records in between, which it then drops when they are fetched again (see
+  agents/faust_gaps.py, which keeps Faust from committing past them);
 * ``not fetching``: nothing read past the commit although the partition holds more. Seen
   when a rebalance hands a running worker more partitions (a dead worker's, once its
   session expired): Faust never fetched them (its flow control has had such bugs, #629).
 
 Either way the watchdog logs it and seeks the partition back to its commit: everything
 after it is read again, which the agents take as duplicates (see agents/jobs.py), and the
-missing records with it. Nothing is checked while the worker rebalances or recovers, nor
-while the broker does not answer.
+missing records with it. Nothing is judged while the worker rebalances or recovers (nor
+when a rebalance began during the check), while the broker does not answer, nor right
+after the process stood still (a timer late by half an interval).
 
 The commit and the end come from the broker, not from Faust's own bookkeeping: Faust
 knows no commit for a partition it was handed and never read, and its fetcher knows no
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -89,12 +92,30 @@ async def _restart(consumer: Any, tp: Any, committed: int | None) -> None:
 def register(app: Any, topics: set[str], interval_s: float) -> None:
     """Watch the partitions of ``topics`` (the agents' inputs) every ``interval_s``."""
     last: dict[Any, PartitionProgress] = {}
+    checked_at = [time.monotonic()]
+    unsettled_since: list[float | None] = [None]
+
+    def settled(generation: int) -> bool:
+        return not (app.rebalancing or getattr(app, "in_recovery", False)
+                    or app.consumer_generation_id != generation)
 
     @app.timer(interval=interval_s)
     async def partition_watchdog() -> None:
-        if app.rebalancing or getattr(app, "in_recovery", False):
+        now_s = time.monotonic()
+        late = now_s - checked_at[0] > 1.5 * interval_s
+        checked_at[0] = now_s
+        generation = app.consumer_generation_id
+        # A timer this late means the whole process stood still (a frozen VM, SIGSTOP):
+        # nothing could commit, and the group has likely moved on without it.
+        if late or not settled(generation):
             last.clear()
+            if not late and unsettled_since[0] is None:
+                unsettled_since[0] = now_s
+            elif unsettled_since[0] is not None and now_s - unsettled_since[0] > 300:
+                logger.warning("the worker has been rebalancing or recovering for %.0f s",
+                               now_s - unsettled_since[0])
             return
+        unsettled_since[0] = None
         consumer, monitor = app.consumer, app.monitor
         tps = sorted(tp for tp in consumer.assignment() if tp.topic in topics)
         try:
@@ -102,6 +123,11 @@ def register(app: Any, topics: set[str], interval_s: float) -> None:
             ends, commits = await asyncio.wait_for(_positions(consumer, tps), interval_s)
         except Exception as exc:  # noqa: BLE001 - the broker away: nothing to judge now
             logger.debug("partition watchdog: no answer from the broker (%s)", exc)
+            last.clear()
+            return
+        if not settled(generation):
+            # a rebalance began while the broker answered: its own seek is under way, and
+            # a seek of ours in the middle of it would fight it
             last.clear()
             return
         now = {tp: PartitionProgress(monitor.tp_read_offsets.get(tp), commits.get(tp),
