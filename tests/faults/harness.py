@@ -51,8 +51,8 @@ from pipeline.topics import ensure_topics
 from pipeline.verify import compare
 from pipeline.workload import GeneratedRecord, Workload, WorkloadSpec
 
-__all__ = ["RESULTS", "STEADY_RATE", "Flow", "Proc", "Result", "private_stack", "record",
-           "spec", "wait_until", "write_table"]
+__all__ = ["RESULTS", "STEADY_RATE", "WORKER_SESSION_TIMEOUT_S", "Flow", "Proc", "Result",
+           "private_stack", "record", "spec", "wait_until", "write_table"]
 
 #: Guard against a hang only; every wait ends on its condition long before.
 GUARD_S = 420.0
@@ -411,9 +411,40 @@ class Flow:
         return sum(ends.values()) >= self.published
 
     def wait_caught_up(self, guard_s: float = GUARD_S) -> float:
-        """Until every published record went through every stage; the seconds it took."""
-        return wait_until("the flow to catch up", self.caught_up, guard_s=guard_s,
-                          poll_s=0.5, alive=self.procs)
+        """Until every published record went through every stage; the seconds it took. A
+        hang says where the flow stands (the logs' tails alone do not: a stalled stage
+        logs nothing)."""
+        try:
+            return wait_until("the flow to catch up", self.caught_up, guard_s=guard_s,
+                              poll_s=0.5, alive=self.procs)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.where_it_stands()}") from None
+
+    def where_it_stands(self) -> str:
+        """Per group and partition, the committed offset against the end; and the
+        warnings and errors of the worker's and the sink's logs (one of each kind)."""
+        app, t = self.cfg.worker.app_id, self.cfg.topics
+        lines = []
+        try:
+            for group, topics in ((app, [t.raw, f"{app}-canonical"]),
+                                  (f"{app}-sink", [t.state, t.events])):
+                tps = self._positions.partitions(topics)
+                ends = self._positions.ends(topics)
+                committed = self._positions.committed(group, tps)
+                behind = {f"{tp[0]}[{tp[1]}]": f"{committed.get(tp)}/{end}"
+                          for tp, end in sorted(ends.items()) if (committed.get(tp) or 0) < end}
+                lines.append(f"group {group}: committed/end where behind {behind or 'none'}")
+        except Exception as exc:  # noqa: BLE001 -- the report must not hide the hang
+            lines.append(f"positions unavailable: {exc}")
+        for proc in self.procs:
+            seen: dict[str, str] = {}
+            for line in proc.log.read_text(errors="replace").splitlines():
+                if "WARNING" in line or "ERROR" in line:
+                    kind = " ".join(line.split("]")[-1].split()[:4])
+                    seen.setdefault(kind, line[:300])
+            lines.append(f"--- {proc.name}: {len(seen)} kinds of warnings and errors")
+            lines.extend(seen.values())
+        return "\n".join(lines)
 
     # -- the check --------------------------------------------------------------------
 

@@ -1,14 +1,16 @@
-"""Process faults: the worker SIGKILLed at random points (repeated, seeded), the sink
-SIGKILLed, and a burst of ten times the steady rate. Each ends with Elasticsearch checked
-against the workload's truth: nothing lost, nothing doubled."""
+"""Process faults: the worker SIGKILLed at random points (repeated, seeded), the worker
+frozen past its session, the sink SIGKILLed, and a burst of ten times the steady rate.
+Each ends with Elasticsearch checked against the workload's truth: nothing lost, nothing
+doubled."""
 
 from __future__ import annotations
 
 import random
+import signal
 import time
 from typing import Any
 
-from harness import STEADY_RATE, Flow, record, spec, wait_until
+from harness import STEADY_RATE, WORKER_SESSION_TIMEOUT_S, Flow, record, spec, wait_until
 
 
 def test_no_fault(make_flow: Any) -> None:
@@ -95,3 +97,25 @@ def test_burst_ten_times_the_steady_rate(make_flow: Any) -> None:
     record(flow.verify(time.monotonic() - t_end,
                        note=f"{len(flow.records) - half} records in {t_end - t_burst:.1f} s "
                             f"({STEADY_RATE * 10:.0f}/s); recovery = backlog drained"))
+
+
+def test_worker_frozen_past_its_session(make_flow: Any) -> None:
+    """SIGSTOP the worker (a hung VM, a stalled NFS mount) for 1.5 times its session
+    timeout while records flow: the group evicts it; SIGCONT, and it must find out, join
+    again and take its partitions back."""
+    flow: Flow = make_flow(spec(seed=15))
+    half = len(flow.records) // 2
+    flow.publish(flow.records[:half], STEADY_RATE)
+    assert flow.worker.proc is not None
+    frozen = time.monotonic()
+    flow.worker.proc.send_signal(signal.SIGSTOP)
+    try:
+        flow.publish(flow.records[half:], STEADY_RATE)
+        time.sleep(max(0.0, 1.5 * WORKER_SESSION_TIMEOUT_S - (time.monotonic() - frozen)))
+    finally:
+        flow.worker.proc.send_signal(signal.SIGCONT)
+    back = time.monotonic()
+    flow.wait_caught_up()
+    record(flow.verify(time.monotonic() - back,
+                       note=f"frozen {back - frozen:.0f} s (session "
+                            f"{WORKER_SESSION_TIMEOUT_S:.0f} s)"))
