@@ -92,8 +92,8 @@ async def _restart(consumer: Any, tp: Any, committed: int | None) -> None:
 def register(app: Any, topics: set[str], interval_s: float) -> None:
     """Watch the partitions of ``topics`` (the agents' inputs) every ``interval_s``."""
     last: dict[Any, PartitionProgress] = {}
-    checked_at = [time.monotonic()]
-    unsettled_since: list[float | None] = [None]
+    checked_at = time.monotonic()
+    unsettled_since: float | None = None
 
     def settled(generation: int) -> bool:
         return not (app.rebalancing or getattr(app, "in_recovery", False)
@@ -101,21 +101,22 @@ def register(app: Any, topics: set[str], interval_s: float) -> None:
 
     @app.timer(interval=interval_s)
     async def partition_watchdog() -> None:
+        nonlocal checked_at, unsettled_since
         now_s = time.monotonic()
-        late = now_s - checked_at[0] > 1.5 * interval_s
-        checked_at[0] = now_s
+        late = now_s - checked_at > 1.5 * interval_s
+        checked_at = now_s
         generation = app.consumer_generation_id
         # A timer this late means the whole process stood still (a frozen VM, SIGSTOP):
         # nothing could commit, and the group has likely moved on without it.
         if late or not settled(generation):
             last.clear()
-            if not late and unsettled_since[0] is None:
-                unsettled_since[0] = now_s
-            elif unsettled_since[0] is not None and now_s - unsettled_since[0] > 300:
+            if not late and unsettled_since is None:
+                unsettled_since = now_s
+            elif unsettled_since is not None and now_s - unsettled_since > 300:
                 logger.warning("the worker has been rebalancing or recovering for %.0f s",
-                               now_s - unsettled_since[0])
+                               now_s - unsettled_since)
             return
-        unsettled_since[0] = None
+        unsettled_since = None
         consumer, monitor = app.consumer, app.monitor
         tps = sorted(tp for tp in consumer.assignment() if tp.topic in topics)
         try:
