@@ -382,15 +382,22 @@ class Flow:
 
     # -- progress ---------------------------------------------------------------------
 
-    def lag(self) -> dict[str, int]:
-        """Records not yet committed: the edge's spool, the worker's and the sink's groups."""
+    def _stage_positions(self) -> Iterator[tuple[str, str, list[Any], dict[Any, int],
+                                                dict[Any, int]]]:
+        """Per stage (worker, sink): its name, group, input partitions, their end offsets
+        and the group's commits."""
         app, t = self.cfg.worker.app_id, self.cfg.topics
-        out = {"spool": self.edge.spool.depth() if self.edge is not None else 0}
         for name, group, topics in (("worker", app, [t.raw, f"{app}-canonical"]),
                                     ("sink", f"{app}-sink", [t.state, t.events])):
             tps = self._positions.partitions(topics)
-            ends = self._positions.ends(topics)
-            out[name] = group_lag(ends, self._positions.committed(group, tps))
+            yield (name, group, tps, self._positions.ends(topics),
+                   self._positions.committed(group, tps))
+
+    def lag(self) -> dict[str, int]:
+        """Records not yet committed: the edge's spool, the worker's and the sink's groups."""
+        out = {"spool": self.edge.spool.depth() if self.edge is not None else 0}
+        for name, _, tps, ends, committed in self._stage_positions():
+            out[name] = group_lag(ends, committed)
             if not tps:
                 out[name] = -1  # topics not there yet: not caught up
         return out
@@ -423,14 +430,9 @@ class Flow:
     def where_it_stands(self) -> str:
         """Per group and partition, the committed offset against the end; and the
         warnings and errors of the worker's and the sink's logs (one of each kind)."""
-        app, t = self.cfg.worker.app_id, self.cfg.topics
         lines = []
         try:
-            for group, topics in ((app, [t.raw, f"{app}-canonical"]),
-                                  (f"{app}-sink", [t.state, t.events])):
-                tps = self._positions.partitions(topics)
-                ends = self._positions.ends(topics)
-                committed = self._positions.committed(group, tps)
+            for _, group, _, ends, committed in self._stage_positions():
                 behind = {f"{tp[0]}[{tp[1]}]": f"{committed.get(tp)}/{end}"
                           for tp, end in sorted(ends.items()) if (committed.get(tp) or 0) < end}
                 lines.append(f"group {group}: committed/end where behind {behind or 'none'}")
