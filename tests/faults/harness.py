@@ -434,7 +434,8 @@ class Flow:
         try:
             for _, group, _, ends, committed in self._stage_positions():
                 behind = {f"{tp[0]}[{tp[1]}]": f"{committed.get(tp)}/{end}"
-                          for tp, end in sorted(ends.items()) if (committed.get(tp) or 0) < end}
+                          for tp, end in sorted(ends.items())
+                          if max(committed.get(tp, 0), 0) < end}  # no commit: < 0
                 lines.append(f"group {group}: committed/end where behind {behind or 'none'}")
         except Exception as exc:  # noqa: BLE001 -- the report must not hide the hang
             lines.append(f"positions unavailable: {exc}")
