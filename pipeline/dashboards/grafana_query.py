@@ -1,18 +1,23 @@
 """What Grafana's Elasticsearch data source sends for a panel target (pure).
 
-A mirror of the data source's backend (grafana/grafana-elasticsearch-datasource,
-``pkg/elasticsearch``: ``data_query_processor.go``, ``aggregation_factory.go``,
-``client/models.go``, ``client/request_encoder.go``), for the query-builder targets
-(metrics, logs, raw data); raw DSL and ES|QL queries are out of scope. Per target, one
-``_msearch`` header and body:
+A mirror of the data source's backend, grafana/grafana-elasticsearch-datasource
+:data:`PLUGIN_VERSION` (``pkg/elasticsearch``: ``data_query_processor.go``,
+``aggregation_factory.go``, ``auto_interval.go``, ``client/aggregation_builder.go``,
+``client/search_request.go``, ``client/models.go``, ``client/request_encoder.go``), for the
+query-builder targets (metrics, logs, raw data, raw document); raw DSL and ES|QL queries
+are out of scope. Checked against the plugin's own golden request fixtures by
+``tests/unit/test_grafana_fixtures.py``. Per target, one ``_msearch`` header and body:
 
 * a ``bool`` filter: a range on the data source's time field (epoch milliseconds) and the
   target's Lucene query as ``query_string`` (none when blank);
 * bucket aggregations nested in the order of the target, metrics inside the innermost;
-  ``date_histogram`` with a fixed interval (``auto`` becomes the panel's interval),
-  ``extended_bounds`` of the time range; ``terms`` with size, order and min_doc_count (an
-  order by a metric adds that metric beside the next level, as Grafana does);
-* raw data and logs: documents sorted on the time field, newest first.
+  ``date_histogram`` with a fixed interval (``auto`` becomes the panel's interval, widened
+  when terms or filters above it would exceed Elasticsearch's bucket limit),
+  ``extended_bounds`` of the time range; ``terms`` with size, order (by term value, i.e.
+  ``_key``, unless told otherwise) and min_doc_count (an order by a metric adds that
+  metric beside the next level, as Grafana does);
+* raw data, raw document and logs: documents sorted on ``_doc`` and the time field, in the
+  order Grafana's JSON encoder happens to write them (see :func:`_sort`).
 
 Template variables are substituted first (:func:`substitute`): Grafana's frontend does
 that before the backend builds anything.
@@ -32,18 +37,25 @@ from pipeline.errors import JobstreamError
 
 __all__ = [
     "DEFAULT_MAX_DATA_POINTS",
+    "MAX_TOTAL_BUCKETS",
+    "PLUGIN_VERSION",
     "DEFAULT_SIZE",
     "PIPELINE_AGGS",
     "QueryError",
     "TimeRange",
     "auto_interval_ms",
     "build_search",
+    "clamp_auto_interval_ms",
     "parse_duration_ms",
     "parse_time",
     "round_interval_ms",
     "substitute",
     "variable_values",
 ]
+
+#: The release of grafana/grafana-elasticsearch-datasource whose request building this
+#: module mirrors (grafana/README.md says which Grafana ships it).
+PLUGIN_VERSION = "12.8.0"
 
 #: Grafana's default size of terms, raw data and logs queries.
 DEFAULT_SIZE = 500
@@ -209,15 +221,27 @@ def build_search(target: Mapping[str, Any], *, index: str, time_field: str,
         if aggs:
             body["aggs"] = aggs
     header = {"search_type": "query_then_fetch", "ignore_unavailable": True, "index": index}
+    # data_query_processor.go widens the interval of every target, documents included
+    interval_ms = clamp_auto_interval_ms(buckets, time_range, interval_ms)
     return header, _encode_intervals(body, interval_ms)
 
 
 # --------------------------------------------------------------------------- documents
 
 
-def _sort(time_field: str, order: str) -> list[dict[str, Any]]:
-    return [{time_field: {"order": order, "unmapped_type": "boolean"}},
-            {"_doc": {"order": order}}]
+def _sort(time_field: str, order: str) -> dict[str, Any]:
+    """The sort of logs and document queries, as Grafana puts it on the wire.
+
+    The plugin keeps the sort in a Go map (``client/search_request.go``, ``Sort``) that
+    ``encoding/json`` writes with its keys sorted, and Elasticsearch applies the keys of a
+    sort object in the order it reads them. So a time field that sorts after ``_``
+    (``t_submit``, ``timestamp``) is only the tie-breaker after ``_doc`` (index order),
+    while ``@timestamp`` (``@`` < ``_``) really sorts by time. Mirrored as is: a panel
+    that needs the newest documents must not rely on this sort (see the dashboards).
+    """
+    entries = {time_field: {"order": order, "unmapped_type": "boolean"},
+               "_doc": {"order": order}}
+    return {key: entries[key] for key in sorted(entries)}
 
 
 def _logs(body: dict[str, Any], metric: Mapping[str, Any], time_field: str,
@@ -345,14 +369,11 @@ _METRIC_ID = re.compile(r"^(\d+)")
 
 def _terms(settings: Mapping[str, Any], field: str, metrics: Sequence[Mapping[str, Any]],
            child: dict[str, Any]) -> dict[str, Any]:
-    size = settings.get("size")
-    out: dict[str, Any] = {"field": field,
-                           "size": size if isinstance(size, int) and not isinstance(size, bool)
-                           else _int_or_default(size, DEFAULT_SIZE)}
+    out: dict[str, Any] = {"field": field, "size": _terms_size(settings.get("size"))}
     order: dict[str, Any] = {}
     order_by = settings.get("orderBy")
-    direction = str(settings.get("order") or "desc")
-    if isinstance(order_by, str):
+    direction = settings.get("order") if isinstance(settings.get("order"), str) else "desc"
+    if isinstance(order_by, str) and order_by:
         m = _METRIC_ID.match(order_by)
         if m:
             ordered = next((x for x in metrics if str(x.get("id")) == m.group(1)), None)
@@ -366,6 +387,15 @@ def _terms(settings: Mapping[str, Any], field: str, metrics: Sequence[Mapping[st
                     child[str(ordered["id"])] = {str(ordered["type"]): body}
         else:
             order[order_by] = direction
+    else:
+        # A target saved without ordering options means what the editor shows for it:
+        # term value, descending (aggregation_factory.go, addTermsAgg), not
+        # Elasticsearch's own default of doc count.
+        order["_term"] = direction
+    if "_term" in order:
+        # "_term" is the editor's word; Elasticsearch 7+ calls it "_key"
+        # (client/aggregation_builder.go, Terms).
+        order["_key"] = order.pop("_term")
     if order:
         out["order"] = order
     min_doc_count = settings.get("min_doc_count")
@@ -477,9 +507,79 @@ def go_duration(ms: int) -> str:
 
 
 def _encode_intervals(body: dict[str, Any], interval_ms: int) -> dict[str, Any]:
-    """Grafana's request encoder: ``$__interval_ms`` and ``$__interval`` replaced in the
-    serialized body (so ``$__interval_msms`` becomes ``60000ms``)."""
+    """Grafana's request encoder (``client/request_encoder.go``): ``$__interval_ms`` and
+    ``$__interval`` replaced in the serialized body (so ``$__interval_msms`` becomes
+    ``60000ms``). Only the former falls back to 1 s for a zero interval; the latter is
+    Go's rendering of the interval as it is (``0s``)."""
     ms = interval_ms if interval_ms > 0 else 1000
     text = json.dumps(body)
-    text = text.replace("$__interval_ms", str(ms)).replace("$__interval", go_duration(ms))
+    text = text.replace("$__interval_ms", str(ms)).replace("$__interval",
+                                                          go_duration(interval_ms))
     return json.loads(text)
+
+
+# --------------------------------------------------------------------------- auto interval
+
+#: Elasticsearch's ``search.max_buckets`` as the plugin assumes it (65,535 in 7.x,
+#: 65,536 in 8.x and later: the lower one is safe on both).
+MAX_TOTAL_BUCKETS = 65_535
+
+# The fixed intervals a widened auto interval is rounded up to (beyond: whole days).
+_NICE_INTERVALS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500,
+                      1_000, 2_000, 5_000, 10_000, 15_000, 30_000,
+                      60_000, 120_000, 300_000, 600_000, 900_000, 1_800_000,
+                      3_600_000, 7_200_000, 10_800_000, 21_600_000, 43_200_000, 86_400_000)
+
+
+def clamp_auto_interval_ms(buckets: Sequence[Mapping[str, Any]], time_range: TimeRange,
+                           interval_ms: int) -> int:
+    """The interval Grafana actually uses for a target's ``auto`` date histogram.
+
+    Mirrors ``clampAutoInterval`` (``auto_interval.go``): the panel interval only accounts
+    for range / max data points, but every terms or filters bucket above the histogram
+    multiplies its buckets (``min_doc_count`` 0 and ``extended_bounds`` materialise all
+    of them), so the interval is widened until the total fits ``search.max_buckets``.
+    Explicit intervals, histogram and geohash multipliers are left alone, and so is a
+    multiplier that alone exceeds the limit (Elasticsearch then refuses, as with Grafana).
+    """
+    if not any(b.get("type") == "date_histogram" and _interval_setting(b) == "auto"
+               for b in buckets):
+        return interval_ms
+    multiplier = 1
+    for b in buckets:
+        if b.get("type") == "terms":
+            size = _terms_size((b.get("settings") or {}).get("size"))
+            multiplier *= size if size > 0 else DEFAULT_SIZE
+        elif b.get("type") == "filters":
+            entries = (b.get("settings") or {}).get("filters")
+            if isinstance(entries, list) and entries:
+                multiplier *= len(entries)
+        if multiplier > MAX_TOTAL_BUCKETS:
+            return interval_ms
+    if multiplier <= 1 or time_range.span_ms <= 0:
+        return interval_ms
+    # time buckets allowed per parent bucket, one per level kept for the parents
+    budget = MAX_TOTAL_BUCKETS // multiplier - len(buckets)
+    if budget <= 2:  # no interval fits: up to span / interval + 2 buckets
+        return interval_ms
+    effective = interval_ms if interval_ms > 0 else 1000
+    if time_range.span_ms // effective + 2 <= budget:
+        return interval_ms
+    floor_ms = -(-time_range.span_ms // (budget - 2))
+    for nice in _NICE_INTERVALS_MS:
+        if nice >= floor_ms:
+            return nice
+    return -(-floor_ms // 86_400_000) * 86_400_000
+
+
+def _interval_setting(bucket: Mapping[str, Any]) -> str:
+    value = (bucket.get("settings") or {}).get("interval", "auto")
+    return value if isinstance(value, str) else "auto"
+
+
+def _terms_size(size: Any) -> int:
+    """A terms size as the plugin reads it (``termsAggSize``): a JSON number as is,
+    anything else through stringToIntWithDefaultValue."""
+    if isinstance(size, int) and not isinstance(size, bool):
+        return size
+    return _int_or_default(size, DEFAULT_SIZE)

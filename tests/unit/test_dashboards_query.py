@@ -14,6 +14,7 @@ from pipeline.dashboards.grafana_query import (
     TimeRange,
     auto_interval_ms,
     build_search,
+    clamp_auto_interval_ms,
     go_duration,
     parse_duration_ms,
     parse_time,
@@ -139,6 +140,58 @@ def test_count_by_term_orders_by_count_and_adds_no_metric() -> None:
                                             "order": {"_count": "desc"}}}}
 
 
+def test_terms_without_order_options_are_ordered_by_term_value_desc() -> None:
+    # aggregation_factory.go: no orderBy means the editor's default, "_term" desc, which
+    # aggregation_builder.go sends as "_key"; the direction given is kept
+    for settings, order in (({"size": "5"}, {"_key": "desc"}),
+                            ({"size": "5", "orderBy": "", "order": "asc"}, {"_key": "asc"}),
+                            ({"size": "5", "orderBy": "_term", "order": "asc"}, {"_key": "asc"})):
+        target = {"metrics": [{"id": "1", "type": "count"}],
+                  "bucketAggs": [{"id": "2", "type": "terms", "field": "queue",
+                                  "settings": settings}]}
+        _, body = build_search(target, index="j", time_field="t_end", time_range=RANGE,
+                               interval_ms=1000)
+        assert body["aggs"]["2"]["terms"]["order"] == order
+
+
+WEEK = TimeRange(1_525_801_800_000, 1_526_406_600_000)  # 2018-05-08 .. 05-15 17:50 UTC
+
+
+def _terms_then_auto(size: object, interval: str = "auto") -> list[dict]:
+    return [{"id": "2", "type": "terms", "field": "host", "settings": {"size": size}},
+            {"id": "3", "type": "date_histogram", "field": "t", "settings": {"interval": interval}}]
+
+
+@pytest.mark.parametrize(("buckets", "time_range", "interval", "expected"), [
+    # the cases of the plugin's auto_interval_test.go (TestClampAutoIntervalToMaxBuckets)
+    (_terms_then_auto("0"), WEEK, 10_000, 7_200_000),        # 500 terms: 2 h
+    (_terms_then_auto("5"), TimeRange(WEEK.to_ms - 300_000, WEEK.to_ms), 10_000, 10_000),
+    (_terms_then_auto("0")[1:], WEEK, 10_000, 10_000),        # no terms above
+    (_terms_then_auto("0", "10s"), WEEK, 10_000, 10_000),     # explicit interval
+    (_terms_then_auto("0", "1M"), WEEK, 10_000, 10_000),      # calendar interval
+    ([*_terms_then_auto("0")[:1], {"id": "4", "type": "terms", "field": "i",
+                                   "settings": {"size": "0"}}, *_terms_then_auto("0")[1:]],
+     WEEK, 10_000, 10_000),                                   # no interval can help
+    (_terms_then_auto("0"), WEEK, 0, 7_200_000),              # zero interval
+    (_terms_then_auto("5"), TimeRange(WEEK.to_ms - 300_000, WEEK.to_ms), 0, 0),
+    (_terms_then_auto(100), WEEK, 10_000, 1_800_000),         # numeric size: 30 min
+    ([{"id": "2", "type": "filters", "settings": {"filters": [
+        {"query": "a"}, {"query": "b"}, {"query": "c"}, {"query": "d"}]}},
+      {"id": "3", "type": "date_histogram", "settings": {"interval": "auto"}}],
+     TimeRange(1_523_814_600_000, 1_526_406_600_000), 10_000, 300_000),  # 4 filters, 30 d
+])
+def test_auto_interval_widened_to_the_bucket_limit(buckets: list, time_range: TimeRange,
+                                                   interval: int, expected: int) -> None:
+    assert clamp_auto_interval_ms(buckets, time_range, interval) == expected
+
+
+def test_widened_interval_reaches_the_request() -> None:
+    target = {"metrics": [{"id": "1", "type": "count"}], "bucketAggs": _terms_then_auto("0")}
+    _, body = build_search(target, index="j", time_field="t", time_range=WEEK,
+                           interval_ms=10_000)
+    assert body["aggs"]["2"]["aggs"]["3"]["date_histogram"]["fixed_interval"] == "7200000ms"
+
+
 def test_histogram_and_calendar_interval() -> None:
     target = {"metrics": [{"id": "1", "type": "count"}],
               "bucketAggs": [{"id": "2", "type": "histogram", "field": "run_s",
@@ -167,12 +220,15 @@ def test_raw_data_longest_waiting_pending_jobs() -> None:
         "query": {"bool": {"filter": [
             _range("t_submit"),
             {"query_string": {"query": "state:pending", "analyze_wildcard": True}}]}},
-        "sort": [{"t_submit": {"order": "desc", "unmapped_type": "boolean"}},
-                 {"_doc": {"order": "desc"}}],
+        # Grafana's sort is a Go map, written with sorted keys: "_doc" < "t_submit", and
+        # Elasticsearch applies a sort object's keys in order (see _sort)
+        "sort": {"_doc": {"order": "desc"},
+                 "t_submit": {"order": "desc", "unmapped_type": "boolean"}},
         "docvalue_fields": ["t_submit"],
         "script_fields": {},
         "fields": [{"field": "t_submit", "format": "strict_date_optional_time_nanos"}],
     }
+    assert list(body["sort"]) == ["_doc", "t_submit"]
 
 
 def test_logs_query_has_a_volume_histogram_and_highlight() -> None:
@@ -180,7 +236,9 @@ def test_logs_query_has_a_volume_histogram_and_highlight() -> None:
     _, body = build_search(target, index="ev", time_field="@timestamp", time_range=RANGE,
                            interval_ms=20_000)
     assert body["size"] == 500
-    assert body["sort"][0] == {"@timestamp": {"order": "desc", "unmapped_type": "boolean"}}
+    # "@" sorts before "_": on @timestamp, Grafana's sort really is newest first
+    assert list(body["sort"]) == ["@timestamp", "_doc"]
+    assert body["sort"]["@timestamp"] == {"order": "desc", "unmapped_type": "boolean"}
     assert body["highlight"]["pre_tags"] == ["@HIGHLIGHT@"]
     assert body["aggs"] == {"1": {"date_histogram": {
         "field": "@timestamp", "fixed_interval": "20000ms", "min_doc_count": 0,
