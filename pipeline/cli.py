@@ -25,8 +25,9 @@ from pipeline.errors import JobstreamError
 __all__ = ["main"]
 
 #: (module, attribute) of every command or group added to the top level; the attribute is
-#: the command's name. Modules are imported only when their command runs (or for
-#: ``--help``), so a daemon such as ``jobstream edge`` does not pay for the others' imports.
+#: the command's name, with ``_`` for ``-`` (``install_units``: ``install-units``). Modules
+#: are imported only when their command runs (or for ``--help``), so a daemon such as
+#: ``jobstream edge`` does not pay for the others' imports.
 COMMANDS: list[tuple[str, str]] = [
     ("pipeline.sink.cli", "sink"),
     ("pipeline.stack.cli", "stack"),
@@ -39,6 +40,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("pipeline.replay", "replay"),
     ("pipeline.dashboards.cli", "dashboards"),
     ("pipeline.bench.cli", "bench"),
+    ("pipeline.deploy.cli", "install_units"),
 ]
 
 
@@ -47,11 +49,12 @@ class JobstreamGroup(click.Group):
     exits with their code."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *(name for _, name in COMMANDS)})
+        return sorted({*super().list_commands(ctx),
+                       *(attr.replace("_", "-") for _, attr in COMMANDS)})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         for module_name, attr in COMMANDS:
-            if attr == cmd_name:
+            if attr.replace("_", "-") == cmd_name:
                 return getattr(importlib.import_module(module_name), attr)
         return super().get_command(ctx, cmd_name)
 
