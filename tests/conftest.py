@@ -15,7 +15,6 @@ templates are deleted afterwards.
 from __future__ import annotations
 
 import dataclasses
-import os
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -25,6 +24,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
+from datafiles import in_ci
 from elasticsearch import Elasticsearch
 
 from pipeline.config import Config, load_config
@@ -32,10 +32,6 @@ from pipeline.errors import ServiceError
 from pipeline.stack import StackInfo, ensure_up
 
 _INTEGRATION_DIR = Path(__file__).parent / "integration"
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

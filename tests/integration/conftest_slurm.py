@@ -23,15 +23,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from datafiles import in_ci
 from slurm_cluster import ClusterSpec, SlurmCluster, SlurmClusterError, default_root, describe
 from slurm_install import SlurmInstallError, ensure_installed
 from slurm_standins import HookCapture, JobcompReceiver
 
 _TIMINGS = pytest.StashKey[dict[str, float]]()
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"true", "1", "yes"}
 
 
 def _unavailable(reason: str) -> None:

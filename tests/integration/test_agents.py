@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from datafiles import vector as vector_file
 from workers import (
     Msg,
     Raw,
@@ -56,7 +57,6 @@ from pipeline.parsers import split_records
 from pipeline.snapshots import build_snapshots, summarize
 from pipeline.workload import Workload, WorkloadSpec
 
-VECTORS = Path("/work/shared/vectors")
 #: received_at of the vector records: fixed (the offline parse sees what the worker sees)
 #: and after every recorded event (the stream refuses events from the future)
 RECEIVED = 1_800_000_000.0
@@ -96,14 +96,15 @@ def vector(fmt: str, path: Path, cluster: str) -> list[Raw]:
 
 
 def real_vectors() -> list[Raw]:
-    flux, slurm = VECTORS / "flux", VECTORS / "slurm"
     out: list[Raw] = []
     for name in ("real-0.88-journal-live.jsonl", "real-0.88-journal-backlog.jsonl",
                  "journal-live_DERIVED.jsonl", "journal-backlog_DERIVED.jsonl"):
-        out += vector("flux-journal", flux / name, "flux-real")
-    out += vector("slurm-jobcomp", slurm / "jobcomp_22.05_sample.jsonl", "testcluster")
-    out += vector("slurm-squeue", slurm / "squeue_running_22.05.json", "testcluster")
-    for hook in sorted((slurm / "hooks").glob("*.env")):
+        out += vector("flux-journal", vector_file("flux", name), "flux-real")
+    out += vector("slurm-jobcomp", vector_file("slurm", "jobcomp_22.05_sample.jsonl"),
+                  "testcluster")
+    out += vector("slurm-squeue", vector_file("slurm", "squeue_running_22.05.json"),
+                  "testcluster")
+    for hook in sorted(vector_file("slurm", "hooks").glob("*.env")):
         out += vector("slurm-hook", hook, "testcluster")
     return out
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer
+from datafiles import vector
 
 from pipeline.codec import AvroCodec, raw_from_avro
 from pipeline.config import Config
@@ -36,10 +37,9 @@ from pipeline.model import RawRecord
 from pipeline.spool import Spool
 from pipeline.stack import ensure_up, service, start_service, stop_service
 
-VECTORS = Path("/work/shared/vectors")
-LIVE = VECTORS / "flux" / "real-0.88-journal-live.jsonl"
-BACKLOG = VECTORS / "flux" / "real-0.88-journal-backlog.jsonl"
-JOBCOMP = [ln for ln in (VECTORS / "slurm" / "jobcomp_22.05_sample.jsonl").read_bytes()
+LIVE = vector("flux", "real-0.88-journal-live.jsonl")
+BACKLOG = vector("flux", "real-0.88-journal-backlog.jsonl")
+JOBCOMP = [ln for ln in vector("slurm", "jobcomp_22.05_sample.jsonl").read_bytes()
            .split(b"\n") if ln.strip()]
 
 
@@ -144,7 +144,7 @@ def test_slurm_sources_reach_the_raw_topic_keyed(stack_cfg: Config, short_dir: P
             conn.close()
         hook = install_hook(cfg, short_dir / "hook")
         env = dict(line.split("=", 1) for line in
-                   (VECTORS / "slurm" / "hooks" / "epilog_ctld_2.env").read_text().splitlines())
+                   vector("slurm", "hooks", "epilog_ctld_2.env").read_text().splitlines())
         assert subprocess.run([str(hook)], env=env, timeout=30).returncode == 0
         assert edge.runtime.drainer.drain(60)
     finally:
@@ -301,7 +301,7 @@ def test_slurm_edge_kafka_down_killed_restarted_loses_nothing(private_kafka: Con
                                                     "hook_drop_dir": str(drop)}}),
                         short_dir / "hook")
     hook_env = dict(line.split("=", 1) for line in
-                    (VECTORS / "slurm" / "hooks" / "epilog_ctld_2.env").read_text().splitlines())
+                    vector("slurm", "hooks", "epilog_ctld_2.env").read_text().splitlines())
 
     def run_hook(n: int) -> None:
         for i in range(n):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
+from datafiles import vector
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,10 +16,9 @@ from pipeline.fluid import decode_jobid, dothex_decode, dothex_encode, f58_decod
 from pipeline.model import FACT_FIELDS, JobEvent, make_event_id
 from pipeline.parsers.flux import parse_eventlog_record, parse_journal_response
 
-VECTORS = Path("/work/shared/vectors/flux")
 REAL_RECORDS = [json.loads(line) for name in ("real-0.88-journal-backlog.jsonl",
                                               "real-0.88-journal-live.jsonl")
-                for line in (VECTORS / name).read_text().splitlines()]
+                for line in vector("flux", name).read_text().splitlines()]
 PARSERS = [parse_journal_response, parse_eventlog_record]
 FUZZ = settings(max_examples=300, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

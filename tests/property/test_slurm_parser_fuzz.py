@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from datafiles import vector
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,6 @@ from pipeline.errors import ParseError
 from pipeline.model import CANONICAL_EVENTS, FACT_FIELDS, JobEvent
 from pipeline.parsers.slurm import parse_hook, parse_jobcomp, parse_sacct, parse_squeue
 
-VECTORS = Path("/work/shared/vectors/slurm")
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 
 Parser = Callable[..., list[JobEvent]]
@@ -31,18 +31,18 @@ FUZZ = settings(max_examples=300, deadline=None,
 
 
 def _jobcomp_records() -> list[Any]:
-    lines = (VECTORS / "jobcomp_22.05_sample.jsonl").read_text().splitlines()
+    lines = vector("slurm", "jobcomp_22.05_sample.jsonl").read_text().splitlines()
     for path in sorted(DATA.glob("jobcomp_*")):
         lines += path.read_text().splitlines()
     return [json.loads(line) for line in lines if line.strip()]
 
 
 JOBCOMP = _jobcomp_records()
-SQUEUE = [json.loads((VECTORS / "squeue_running_22.05.json").read_text()),
+SQUEUE = [json.loads(vector("slurm", "squeue_running_22.05.json").read_text()),
           *[json.loads(p.read_text()) for p in sorted(DATA.glob("squeue_*"))]]
 SACCT = [json.loads(p.read_text()) for p in sorted(DATA.glob("sacct_*"))]
 HOOK_JSON = [json.loads(p.read_text()) for p in sorted(DATA.glob("hook_*.json"))]
-HOOK_ENV = [p.read_bytes() for p in [*sorted((VECTORS / "hooks").glob("*.env")),
+HOOK_ENV = [p.read_bytes() for p in [*sorted(vector("slurm", "hooks").glob("*.env")),
                                      *sorted(DATA.glob("hook_*.env"))]]
 
 

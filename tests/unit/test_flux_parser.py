@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import pytest
+from datafiles import vector
 
 from pipeline.errors import ParseError
 from pipeline.fluid import decode_jobid, dothex_decode, dothex_encode, f58_decode, f58_encode
@@ -28,17 +28,16 @@ from pipeline.parsers.jobspec import (
 )
 from pipeline.parsers.resources import R_facts
 
-VECTORS = Path("/work/shared/vectors/flux")
 CLUSTER = "testc"
 
 
 def read(name: str) -> str:
-    return (VECTORS / name).read_text()
+    return vector("flux", name).read_text()
 
 
 def journal(name: str) -> list[JobEvent]:
     events: list[JobEvent] = []
-    for line in (VECTORS / name).read_bytes().splitlines():
+    for line in vector("flux", name).read_bytes().splitlines():
         events.extend(parse_journal_response(line, cluster=CLUSTER))
     return events
 
@@ -326,7 +325,7 @@ class TestWaitStatus:
 
 class TestDerivedVectors:
     def test_backlog_then_sentinel(self) -> None:
-        lines = (VECTORS / "journal-backlog_DERIVED.jsonl").read_bytes().splitlines()
+        lines = vector("flux", "journal-backlog_DERIVED.jsonl").read_bytes().splitlines()
         events = parse_journal_response(lines[0], cluster=CLUSTER)
         assert parse_journal_response(lines[1], cluster=CLUSTER) == []
         assert names(events) == ["submit", "validate", "depend", "priority", "alloc", "start",
@@ -383,7 +382,7 @@ class TestDerivedVectors:
                           dict(e.facts), e.jobspec, e.R) for e in from_backlog]
 
     def test_registry_dispatches_flux_formats(self) -> None:
-        line = (VECTORS / "journal-backlog_DERIVED.jsonl").read_bytes().splitlines()[0]
+        line = vector("flux", "journal-backlog_DERIVED.jsonl").read_bytes().splitlines()[0]
         assert len(parse_record("flux-journal", line, cluster=CLUSTER)) == 10
 
 
@@ -532,7 +531,7 @@ class TestReal088:
         assert len(cleared) == 2 and all(e.seq is None for e in cleared)
 
     def test_live_stream_opens_with_the_sentinel(self) -> None:
-        first = (VECTORS / "real-0.88-journal-live.jsonl").read_bytes().splitlines()[0]
+        first = vector("flux", "real-0.88-journal-live.jsonl").read_bytes().splitlines()[0]
         assert json.loads(first) == {"id": -1, "events": []}
         assert parse_journal_response(first, cluster=CLUSTER) == []
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from datafiles import vector
 
 from pipeline.fold import DOC_FIELDS, JobFold, doc_id, fold
 from pipeline.hostlist import expand_hostlist
@@ -14,7 +15,6 @@ from pipeline.model import JobEvent, make_event_id
 from pipeline.parsers import parse_record, split_records
 from pipeline.schemas import load_schema
 
-VECTORS = Path(__file__).resolve().parents[3] / "shared" / "vectors"
 T0 = 1_795_000_000.0
 
 
@@ -528,7 +528,7 @@ def _events(fmt: str, *paths: Path, cluster: str = "vec", **kw: Any) -> list[Job
 
 @pytest.fixture(scope="module")
 def flux_truth() -> dict[str, dict[str, Any]]:
-    jobs = json.loads((VECTORS / "flux" / "real-0.88-flux-jobs.json").read_text())["jobs"]
+    jobs = json.loads(vector("flux", "real-0.88-flux-jobs.json").read_text())["jobs"]
     return {str(j["id"]): j for j in jobs}
 
 
@@ -539,7 +539,7 @@ def _ms(t: float | None) -> int | None:
 @pytest.mark.parametrize("recording", ["backlog", "live"])
 def test_flux_088_recording_folds_as_flux_jobs_reports(recording: str,
                                                         flux_truth: dict[str, Any]) -> None:
-    path = VECTORS / "flux" / f"real-0.88-journal-{recording}.jsonl"
+    path = vector("flux", f"real-0.88-journal-{recording}.jsonl")
     docs = fold(_events("flux-journal", path))
     assert {d["job_id"] for d in docs} == set(flux_truth)
     for doc in docs:
@@ -572,7 +572,7 @@ def test_flux_088_recording_folds_as_flux_jobs_reports(recording: str,
 
 def test_flux_088_refined_results(flux_truth: dict[str, Any]) -> None:
     docs = {flux_truth[d["job_id"]]["name"]: d for d in fold(_events(
-        "flux-journal", VECTORS / "flux" / "real-0.88-journal-backlog.jsonl"))}
+        "flux-journal", vector("flux", "real-0.88-journal-backlog.jsonl")))}
     assert docs["raised"]["result"] == "exception"  # operator-raised fatal exception
     assert docs["dep-never"]["result"] == "exception"  # dependency can never be met
     assert docs["nocmd"]["result"] == "failed"  # exec: the job's own command failed
@@ -584,9 +584,8 @@ def test_flux_088_refined_results(flux_truth: dict[str, Any]) -> None:
 
 
 def test_flux_088_backlog_and_live_fold_to_the_same_documents() -> None:
-    flux = VECTORS / "flux"
-    backlog = _events("flux-journal", flux / "real-0.88-journal-backlog.jsonl")
-    live = _events("flux-journal", flux / "real-0.88-journal-live.jsonl")
+    backlog = _events("flux-journal", vector("flux", "real-0.88-journal-backlog.jsonl"))
+    live = _events("flux-journal", vector("flux", "real-0.88-journal-live.jsonl"))
 
     def strip(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{k: v for k, v in d.items() if k != "revision"} for d in docs]
@@ -597,13 +596,12 @@ def test_flux_088_backlog_and_live_fold_to_the_same_documents() -> None:
 def test_flux_dump_eventlog_and_derived_journal_agree() -> None:
     from pipeline.parsers.flux import build_eventlog_record
 
-    flux = VECTORS / "flux"
-    record = build_eventlog_record((flux / "eventlog-v1_dump-0.46.0.jsonl").read_bytes(),
-                                   (flux / "jobspec_dump-0.46.0.json").read_bytes(),
-                                   (flux / "R_dump-0.46.0.json").read_bytes(), "ƒ7vo8MjM")
+    record = build_eventlog_record(vector("flux", "eventlog-v1_dump-0.46.0.jsonl").read_bytes(),
+                                   vector("flux", "jobspec_dump-0.46.0.json").read_bytes(),
+                                   vector("flux", "R_dump-0.46.0.json").read_bytes(), "ƒ7vo8MjM")
     from_eventlog = one(parse_record("flux-eventlog", record, cluster="vec"))
-    from_journal = one(_events("flux-journal", flux / "journal-backlog_DERIVED.jsonl"))
-    from_live = one(_events("flux-journal", flux / "journal-live_DERIVED.jsonl"))
+    from_journal = one(_events("flux-journal", vector("flux", "journal-backlog_DERIVED.jsonl")))
+    from_live = one(_events("flux-journal", vector("flux", "journal-live_DERIVED.jsonl")))
     for doc in (from_journal, from_live):
         assert {k: v for k, v in doc.items() if k != "revision"} == {
             k: v for k, v in from_eventlog.items() if k != "revision"}
@@ -615,9 +613,10 @@ def test_flux_dump_eventlog_and_derived_journal_agree() -> None:
 def test_flux_rfc20_example_gpus() -> None:
     from pipeline.parsers.flux import build_eventlog_record
 
-    flux = VECTORS / "flux"
-    record = build_eventlog_record((flux / "eventlog-v1_dump-0.46.0.jsonl").read_bytes(), None,
-                                   (flux / "R_rfc20-example1.json").read_bytes(), 263721058304)
+    eventlog = vector("flux", "eventlog-v1_dump-0.46.0.jsonl").read_bytes()
+    record = build_eventlog_record(eventlog, None,
+                                   vector("flux", "R_rfc20-example1.json").read_bytes(),
+                                   263721058304)
     doc = one(parse_record("flux-eventlog", record, cluster="vec"))
     assert (doc["nnodes"], doc["ncores"], doc["ngpus"]) == (4, 192, 32)
     assert doc["nodelist"] == ["node186", "node187", "node188", "node189"]
@@ -625,10 +624,9 @@ def test_flux_rfc20_example_gpus() -> None:
 
 
 def _slurm_vector_events() -> dict[str, list[JobEvent]]:
-    slurm = VECTORS / "slurm"
-    jobcomp = _events("slurm-jobcomp", slurm / "jobcomp_22.05_sample.jsonl")
-    squeue = _events("slurm-squeue", slurm / "squeue_running_22.05.json")
-    hooks = _events("slurm-hook", *sorted((slurm / "hooks").glob("*.env")),
+    jobcomp = _events("slurm-jobcomp", vector("slurm", "jobcomp_22.05_sample.jsonl"))
+    squeue = _events("slurm-squeue", vector("slurm", "squeue_running_22.05.json"))
+    hooks = _events("slurm-hook", *sorted(vector("slurm", "hooks").glob("*.env")),
                     received_at=T0)
     return {"jobcomp": jobcomp, "squeue": squeue, "hooks": hooks,
             "all": jobcomp + squeue + hooks}
@@ -688,7 +686,7 @@ def test_slurm_sources_together(slurm_docs: dict[str, Any]) -> None:
 def test_slurm_job_seen_only_by_its_prolog_hook_has_started() -> None:
     """PrologSlurmctld runs at the allocation, which is Slurm's start: a running job known
     only from the hook must show a start time and its allocated cores."""
-    path = VECTORS / "slurm" / "hooks" / "prolog_ctld_1.env"
+    path = vector("slurm", "hooks", "prolog_ctld_1.env")
     events = parse_record("slurm-hook", path.read_bytes(), cluster="c", received_at=1000.0)
     doc = one(events)
     assert doc["state"] == "running"

@@ -8,14 +8,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from datafiles import vector
 
 from pipeline.cli import main
 from pipeline.fold import DOC_FIELDS, doc_id
 from pipeline.model import JobEvent
 
-VECTORS = Path(__file__).resolve().parents[3] / "shared" / "vectors"
-JOBCOMP = VECTORS / "slurm" / "jobcomp_22.05_sample.jsonl"
-FLUX = VECTORS / "flux"
+JOBCOMP = vector("slurm", "jobcomp_22.05_sample.jsonl")
 
 
 def run(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> Result:
@@ -65,7 +64,7 @@ def test_bad_record_is_one_line_on_stderr_skipped_and_exit_1(command: str,
 
 
 def test_stdin_and_default_cluster_from_config() -> None:
-    data = (FLUX / "journal-backlog_DERIVED.jsonl").read_bytes()
+    data = vector("flux", "journal-backlog_DERIVED.jsonl").read_bytes()
     result = run("fold", "--format", "flux-journal", "-", stdin=data,
                  env={"JOBSTREAM_CLUSTER": "zeta"})
     assert result.exit_code == 0, result.stderr
@@ -83,9 +82,9 @@ def test_stdin_errors_are_named_stdin() -> None:
 
 def test_flux_eventlog_with_jobspec_r_and_id() -> None:
     args = ["--format", "flux-eventlog", "--cluster", "x",
-            "--jobspec", str(FLUX / "jobspec_dump-0.46.0.json"),
-            "--R", str(FLUX / "R_rfc20-example1.json"), "--id", "ƒ7vo8MjM",
-            str(FLUX / "eventlog-v1_dump-0.46.0.jsonl")]
+            "--jobspec", str(vector("flux", "jobspec_dump-0.46.0.json")),
+            "--R", str(vector("flux", "R_rfc20-example1.json")), "--id", "ƒ7vo8MjM",
+            str(vector("flux", "eventlog-v1_dump-0.46.0.jsonl"))]
     result = run("fold", *args)
     assert result.exit_code == 0, result.stderr
     (doc,) = lines(result)
@@ -94,9 +93,9 @@ def test_flux_eventlog_with_jobspec_r_and_id() -> None:
 
 
 def test_flux_eventlog_without_id_is_a_bad_record() -> None:
-    path = FLUX / "eventlog-v1_dump-0.46.0.jsonl"
+    path = vector("flux", "eventlog-v1_dump-0.46.0.jsonl")
     result = run("fold", "--format", "flux-eventlog", "--cluster", "x",
-                 "--R", str(FLUX / "R_dump-0.46.0.json"), str(path))
+                 "--R", str(vector("flux", "R_dump-0.46.0.json")), str(path))
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr.startswith(f"{path}:1: missing-field: ")
 

@@ -1,6 +1,6 @@
 """The Slurm parsers against the real 22.05 vectors and the derived fixtures.
 
-Real records: /work/shared/vectors/slurm (values stated in its README and slurm.md 4.4).
+Real records: tests/data/vectors/slurm (values stated in its README and slurm.md 4.4).
 Derived records: tests/data/slurm (see its README: each is built from a real vector and the
 shapes reference/slurm.md documents, not produced by a running Slurm).
 """
@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from datafiles import vector
 
 from pipeline.errors import ParseError
 from pipeline.model import CANONICAL_EVENTS, FACT_FIELDS, RESULTS, JobEvent, make_event_id
 from pipeline.parsers import parse_record, split_records
 from pipeline.parsers.slurm import parse_hook, parse_jobcomp, parse_sacct, parse_squeue
 
-VECTORS = Path("/work/shared/vectors/slurm")
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 T = 1795312702.0  # 2026-11-22T01:58:22Z, submit time of the vector jobs
 
@@ -51,13 +51,13 @@ def jobcomp(record: dict[str, Any]) -> list[JobEvent]:
     return parse_jobcomp(json.dumps(record).encode(), cluster="fallback")
 
 
-VECTOR_JOBCOMP = VECTORS / "jobcomp_22.05_sample.jsonl"
-VECTOR_SQUEUE = VECTORS / "squeue_running_22.05.json"
+VECTOR_JOBCOMP = vector("slurm", "jobcomp_22.05_sample.jsonl")
+VECTOR_SQUEUE = vector("slurm", "squeue_running_22.05.json")
 
 ALL_INPUTS = [
     ("slurm-jobcomp", VECTOR_JOBCOMP),
     ("slurm-squeue", VECTOR_SQUEUE),
-    *[("slurm-hook", p) for p in sorted((VECTORS / "hooks").glob("*.env"))],
+    *[("slurm-hook", p) for p in sorted(vector("slurm", "hooks").glob("*.env"))],
     *[("slurm-jobcomp", p) for p in sorted(DATA.glob("jobcomp_*"))],
     *[("slurm-squeue", p) for p in sorted(DATA.glob("squeue_*"))],
     *[("slurm-sacct", p) for p in sorted(DATA.glob("sacct_*"))],
@@ -206,7 +206,7 @@ class TestSqueueVector:
 
 class TestHookVectors:
     def test_prolog_is_the_allocation(self) -> None:
-        events = parse_file("slurm-hook", VECTORS / "hooks" / "prolog_ctld_1.env",
+        events = parse_file("slurm-hook", vector("slurm", "hooks", "prolog_ctld_1.env"),
                             received_at=T + 0.5)
         [alloc] = events
         assert (alloc.event, alloc.job_id, alloc.cluster) == ("alloc", "1", "testcluster")
@@ -219,7 +219,7 @@ class TestHookVectors:
                                                "hook")
 
     def test_only_used_slurm_keys_stay_in_context(self) -> None:
-        [alloc] = parse_file("slurm-hook", VECTORS / "hooks" / "prolog_ctld_1.env",
+        [alloc] = parse_file("slurm-hook", vector("slurm", "hooks", "prolog_ctld_1.env"),
                              received_at=T)
         assert all(k.startswith("SLURM_") for k in alloc.context)
         assert "SLURM_JOB_COMMENT" not in alloc.context  # user text, not needed
@@ -227,7 +227,7 @@ class TestHookVectors:
         assert alloc.context["SLURM_SCRIPT_CONTEXT"] == "prolog_slurmctld"
 
     def test_epilog_of_failed_job_2(self) -> None:
-        [end] = parse_file("slurm-hook", VECTORS / "hooks" / "epilog_ctld_2.env",
+        [end] = parse_file("slurm-hook", vector("slurm", "hooks", "epilog_ctld_2.env"),
                            received_at=T + 3)
         assert (end.event, end.job_id) == ("end", "2")
         assert end.facts["exit_code"] == 3 and "signal" not in end.facts
@@ -236,12 +236,12 @@ class TestHookVectors:
             "alice", 1001, "physics", "short")
 
     def test_epilog_of_job_1(self) -> None:
-        [end] = parse_file("slurm-hook", VECTORS / "hooks" / "epilog_ctld_1.env",
+        [end] = parse_file("slurm-hook", vector("slurm", "hooks", "epilog_ctld_1.env"),
                            received_at=T + 21)
         assert (end.facts["exit_code"], end.facts["user"]) == (0, "root")
 
     def test_hook_without_any_time_is_rejected(self) -> None:
-        data = (VECTORS / "hooks" / "epilog_ctld_1.env").read_bytes()
+        data = vector("slurm", "hooks", "epilog_ctld_1.env").read_bytes()
         with pytest.raises(ParseError) as err:
             parse_hook(data, cluster="c")
         assert err.value.reason == "missing-time"

@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from datafiles import vector
 
 from pipeline.config import Config
 from pipeline.edges.base import EdgeRuntime
@@ -19,9 +20,8 @@ from pipeline.edges.flux import (
 )
 from pipeline.errors import ServiceError
 
-VECTORS = Path("/work/shared/vectors/flux")
-LIVE = VECTORS / "real-0.88-journal-live.jsonl"
-BACKLOG = VECTORS / "real-0.88-journal-backlog.jsonl"
+LIVE = vector("flux", "real-0.88-journal-live.jsonl")
+BACKLOG = vector("flux", "real-0.88-journal-backlog.jsonl")
 
 
 def lines(path: Path) -> list[bytes]:

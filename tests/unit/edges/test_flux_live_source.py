@@ -10,11 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from datafiles import vector
 
 from pipeline.edges.flux import FluxJournalSource, JournalDisconnected
 from pipeline.errors import ServiceError
 
-LIVE = Path("/work/shared/vectors/flux/real-0.88-journal-live.jsonl")
+LIVE = vector("flux", "real-0.88-journal-live.jsonl")
 
 
 @pytest.fixture

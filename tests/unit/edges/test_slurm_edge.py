@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from datafiles import vector
 
 from pipeline.config import Config
 from pipeline.edges.base import EdgeRuntime
@@ -27,17 +28,16 @@ from pipeline.edges.slurm.hooks import DropDirIngester, install_hook
 from pipeline.edges.slurm.poller import CHUNK, HWM_META, PollError, SlurmPoller, top_level
 from pipeline.spool import Spool
 
-SLURM = Path("/work/shared/vectors/slurm")
-SQUEUE = SLURM / "squeue_running_22.05.json"
+SQUEUE = vector("slurm", "squeue_running_22.05.json")
 #: a real 22.05 sacct --json (dbv0.0.38) of the parser tests
 SACCT = Path(__file__).parents[2] / "data" / "slurm" / "sacct_v0.0.38_22.05.json"
-JOBCOMP = [ln for ln in (SLURM / "jobcomp_22.05_sample.jsonl").read_bytes().split(b"\n")
+JOBCOMP = [ln for ln in vector("slurm", "jobcomp_22.05_sample.jsonl").read_bytes().split(b"\n")
            if ln.strip()]
 
 
 def env_file(name: str) -> dict[str, str]:
     out = {}
-    for line in (SLURM / "hooks" / name).read_text().splitlines():
+    for line in (vector("slurm", "hooks") / name).read_text().splitlines():
         k, _, v = line.partition("=")
         out[k] = v
     return out
