@@ -74,8 +74,11 @@ def metric(type_: str, field_: str = "", *, hide: bool = False, **settings: Any)
 
 
 def terms(field_: str, *, size: int = 10, order: str = "desc",
-          order_by: str | int = "_count", min_doc_count: int = 1) -> Bucket:
+          order_by: str | int = "_count", min_doc_count: int = 1, missing: str = "") -> Bucket:
+    """``missing``: the bucket of documents without the field (else they drop out)."""
     settings = {"size": str(size), "order": order, "min_doc_count": str(min_doc_count)}
+    if missing:
+        settings["missing"] = missing
     if isinstance(order_by, int):
         return Bucket("terms", field_, settings, order_by)
     return Bucket("terms", field_, {**settings, "orderBy": order_by})

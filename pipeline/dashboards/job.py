@@ -16,6 +16,7 @@ from pipeline.dashboards.builder import (
     metric,
     panel,
     query_var,
+    terms,
     textbox_var,
 )
 from pipeline.dashboards.datasources import EVENTS, JOBS_BY_SUBMIT
@@ -36,12 +37,23 @@ def build() -> dict[str, Any]:
     grid = Grid()
     grid.add(
         panel("stat", "Durations", [
-            es_target(JOBS_BY_SUBMIT, "A", query=JOB, metrics=[metric("raw_data", size="5")]),
+            # One job, the latest submitted of those matching, chosen by terms ordered on
+            # t_submit: raw data would not be (Grafana sorts documents on _doc before
+            # t_submit, see grafana_query._sort), so with job id * or an id reused across
+            # clusters it showed whichever document was indexed last.
+            es_target(JOBS_BY_SUBMIT, "A", query=JOB,
+                      metrics=[metric("max", "t_submit"),
+                               *(metric("max", name) for name in _DURATIONS)],
+                      buckets=[terms("cluster", size=1, order_by=0),
+                               terms("job_id", size=1, order_by=0)]),
         ], w=24, h=4, unit="s",
+            transformations=[{"id": "organize", "options": {
+                "renameByName": {f"Max {name}": name for name in _DURATIONS}}}],
             options={"reduceOptions": {"calcs": ["lastNotNull"], "values": False,
                                        "fields": "/^(" + "|".join(_DURATIONS) + ")$/"},
                      "colorMode": "none", "graphMode": "none", "textMode": "value_and_name"},
-            description="Wait since submit and since eligible, run, prolog and epilog time."),
+            description="Wait since submit and since eligible, run, prolog and epilog time "
+                        "(with several jobs matching: of the latest submitted)."),
     )
     grid.add(
         panel("logs", "Event timeline", [

@@ -112,6 +112,22 @@ def _job_link() -> dict[str, Any]:
     }
 
 
+#: Rows of the longest-waiting pending jobs (per cluster from Elasticsearch, then overall).
+_PENDING_ROWS = 50
+_PENDING_SIZES = ("nodes_req", "cores_req", "gpus_req", "timelimit_s")
+#: (column as Grafana names it, as shown), in the order shown
+_PENDING_COLUMNS = (("Min t_submit", "t_submit"), ("cluster", "cluster"), ("job_id", "job_id"),
+                    ("user", "user"), ("bank", "bank"), ("queue", "queue"),
+                    *((f"Max {name}", name) for name in _PENDING_SIZES),
+                    ("Min t_eligible", "t_eligible"))
+
+
+def _dates(*names: str) -> list[dict[str, Any]]:
+    """Overrides showing epoch-millisecond columns (metrics of date fields) as dates."""
+    return [{"matcher": {"id": "byName", "options": name},
+             "properties": [{"id": "unit", "value": "dateTimeAsIso"}]} for name in names]
+
+
 def _queue_panels(grid: Grid) -> None:
     grid.add(row("Queues (queue snapshots)"))
     grid.add(
@@ -372,19 +388,27 @@ def _usage_panels(grid: Grid) -> None:
             description="Distinct users and banks submitting per hour (approximate counts), "
                         "and jobs cancelled before they ever ran (XDMoD drops them)."),
         panel("table", "Longest-waiting pending jobs", [
+            # Terms ordered by the earliest submit, not raw data: Grafana sorts documents
+            # on _doc before t_submit (see grafana_query._sort), so raw data of more
+            # pending jobs than its size would show arbitrary ones, not the oldest.
             es_target(JOBS_BY_SUBMIT, "A", query=f"state:pending AND {JOBS}",
-                      metrics=[metric("raw_data", size="50")]),
-        ], w=12, h=8, overrides=[_job_link()],
+                      metrics=[metric("min", "t_submit"), metric("min", "t_eligible"),
+                               *(metric("max", name) for name in _PENDING_SIZES)],
+                      buckets=[terms("cluster", size=20, order="asc", order_by="_key"),
+                               terms("job_id", size=_PENDING_ROWS, order="asc", order_by=0),
+                               *(terms(name, size=1, missing="-")
+                                 for name in ("user", "bank", "queue"))]),
+        ], w=12, h=8, overrides=[_job_link(), *_dates("t_submit", "t_eligible")],
+            # Grafana names a terms table's metric columns "Min t_submit", "Max nodes_req";
+            # organize orders by those names and renames them to the fields'
             transformations=[{"id": "organize", "options": {
-                "indexByName": {"t_submit": 0, "cluster": 1, "job_id": 2, "user": 3,
-                                "bank": 4, "queue": 5, "nodes_req": 6, "cores_req": 7,
-                                "gpus_req": 8, "timelimit_s": 9, "t_eligible": 10},
-                "includeByName": {name: True for name in (
-                    "t_submit", "cluster", "job_id", "user", "bank", "queue", "nodes_req",
-                    "cores_req", "gpus_req", "timelimit_s", "t_eligible")}}},
-                {"id": "sortBy", "options": {"sort": [{"field": "t_submit", "desc": False}]}}],
-            description="Pending jobs submitted in the time range, oldest first; a job id "
-                        "opens the job's own dashboard."),
+                "renameByName": {column: name for column, name in _PENDING_COLUMNS
+                                 if column != name},
+                "indexByName": {column: i for i, (column, _) in enumerate(_PENDING_COLUMNS)}}},
+                {"id": "sortBy", "options": {"sort": [{"field": "t_submit", "desc": False}]}},
+                {"id": "limit", "options": {"limitField": _PENDING_ROWS}}],
+            description="The pending jobs submitted longest ago (in the time range), "
+                        "oldest first; a job id opens the job's own dashboard."),
     )
 
 

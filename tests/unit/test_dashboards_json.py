@@ -211,6 +211,13 @@ def test_the_drill_down_reads_one_job() -> None:
         "cluster": "query", "job_id": "textbox"}
     sources = {t["datasource"]["uid"] for _, t in _es_targets(job)}
     assert sources == {"jobstream-jobs-submit", "jobstream-events"}
-    for _, t in _es_targets(job):
+    for p, t in _es_targets(job):
         assert "(job_id:$job_id OR job_id_f58:$job_id)" in t["query"]
-        assert t["metrics"][0]["type"] in ("raw_data", "logs")
+        if p["title"] == "Durations":
+            # one job, the latest submitted: terms of size 1 ordered by max(t_submit), as
+            # Grafana's raw data sorts on _doc before t_submit (grafana_query._sort)
+            assert t["metrics"][0] == {"id": "1", "type": "max", "field": "t_submit"}
+            assert [(b["field"], b["settings"]["size"], b["settings"]["orderBy"])
+                    for b in t["bucketAggs"]] == [("cluster", "1", "1"), ("job_id", "1", "1")]
+        else:
+            assert t["metrics"][0]["type"] in ("raw_data", "logs")
