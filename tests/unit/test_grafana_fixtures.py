@@ -19,12 +19,12 @@ keys in Go's (sorted) order.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from datafiles import SHARED, shared_path
 
 from pipeline.dashboards.grafana_query import TimeRange, build_search
 
@@ -33,30 +33,19 @@ TIME_FIELD = "testtime"
 INDEX = "testdb-2022.11.14"
 HEADER = {"ignore_unavailable": True, "index": INDEX, "search_type": "query_then_fetch"}
 
-# No shared locator exists in tests/ yet, and tests/conftest.py's in_ci() cannot be imported
-# from a test module reliably (several conftest.py share that module name), hence these two.
-TESTDATA = (Path(__file__).resolve().parents[2] / ".." / "shared" / "reference"
-            / "grafana-testdata" / "grafana-elasticsearch-datasource")
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+FIXTURES = ("reference", "grafana-testdata", "grafana-elasticsearch-datasource")
+TESTDATA = SHARED.joinpath(*FIXTURES)
 
 
 def _names() -> list[str]:
     if not TESTDATA.is_dir():
-        return ["(no fixtures)"]
+        return ["(no fixtures)"]  # one test, which the fixture below skips or fails
     return sorted(p.name.removesuffix(".queries.json") for p in TESTDATA.glob("*.queries.json"))
 
 
 @pytest.fixture
 def testdata() -> Path:
-    if not TESTDATA.is_dir():
-        reason = f"Grafana's request fixtures not found at {TESTDATA.resolve()}"
-        if _in_ci():
-            pytest.fail(f"{reason} (required under CI)", pytrace=False)
-        pytest.skip(reason)
-    return TESTDATA
+    return shared_path(*FIXTURES)
 
 
 def _request_lines(testdata: Path, name: str) -> list[Path]:
