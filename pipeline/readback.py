@@ -11,14 +11,19 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from elasticsearch import Elasticsearch, NotFoundError, helpers
+from elasticsearch import ApiError, Elasticsearch, helpers
 
 from pipeline.config import Config
 from pipeline.sink.client import make_client
 from pipeline.sink.names import Family, alias_name, index_pattern
 
-__all__ = ["JobCounts", "client", "job_counts", "job_documents", "jobs_alias",
-           "jobs_pattern", "refresh"]
+__all__ = ["NOT_YET", "JobCounts", "client", "job_counts", "job_documents", "jobs_alias",
+           "jobs_pattern", "not_yet", "refresh"]
+
+#: the statuses with which a read of an index a poll is waiting for means "nothing there
+#: yet": the index does not exist (404), or it was just created and its primary shards are
+#: still starting (503, ``search_phase_execution_exception``: all shards failed)
+NOT_YET: tuple[int, ...] = (404, 503)
 
 #: terms aggregations of :func:`job_counts`
 COUNT_FIELDS: tuple[str, ...] = ("state", "result", "cluster")
@@ -47,6 +52,11 @@ class JobCounts:
         return self.by.get(name, {}).get(value, 0)
 
 
+def not_yet(exc: ApiError) -> bool:
+    """Whether ``exc`` answers a read of an index that is missing or still starting."""
+    return exc.meta.status in NOT_YET
+
+
 def _query(ids: Collection[str] | None) -> dict[str, Any]:
     return {"ids": {"values": list(ids)}} if ids is not None else {"match_all": {}}
 
@@ -58,7 +68,9 @@ def job_counts(es: Elasticsearch, index: str, ids: Collection[str] | None = None
         resp = es.search(index=index, size=0, query=_query(ids), track_total_hits=True,
                          aggs={name: {"terms": {"field": name, "size": 100}}
                                for name in COUNT_FIELDS})
-    except NotFoundError:
+    except ApiError as exc:
+        if not not_yet(exc):
+            raise
         return JobCounts()
     aggs = resp.get("aggregations", {})
     return JobCounts(
@@ -70,13 +82,17 @@ def job_counts(es: Elasticsearch, index: str, ids: Collection[str] | None = None
 def job_documents(es: Elasticsearch, index: str, ids: Collection[str] | None = None
                   ) -> Iterator[Mapping[str, Any]]:
     """Every job document's ``_source`` (scrolling: any number of documents)."""
+    read = 0
     try:
         for hit in helpers.scan(es, index=index, query={"query": _query(ids)}, size=1000):
+            read += 1
             yield hit["_source"]
-    except NotFoundError:
-        return
+    except ApiError as exc:
+        if read or not not_yet(exc):  # a scan broken off half-way is no empty index
+            raise
 
 
 def refresh(es: Elasticsearch, index: str) -> None:
     """Make every acknowledged write searchable now."""
-    es.indices.refresh(index=index, allow_no_indices=True, ignore_unavailable=True)
+    es.options(ignore_status=NOT_YET).indices.refresh(index=index, allow_no_indices=True,
+                                                      ignore_unavailable=True)

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
-from elasticsearch import Elasticsearch, NotFoundError
+from elasticsearch import ApiError, Elasticsearch
 from rich.console import Console
 
 from pipeline.bench.feed import Feed, expected_documents, publish_paced
@@ -48,7 +48,7 @@ from pipeline.demo import wait_ready
 from pipeline.errors import ServiceError
 from pipeline.fold import doc_id
 from pipeline.offsets import Positions
-from pipeline.readback import job_documents, jobs_alias, refresh
+from pipeline.readback import job_documents, jobs_alias, not_yet, refresh
 from pipeline.sink.names import Family
 from pipeline.topics import ensure_topics
 
@@ -64,7 +64,9 @@ def index_writes(es: Elasticsearch, prefix: str) -> dict[str, int]:
     try:
         stats = es.indices.stats(index=f"{prefix}*", metric="indexing",
                                  expand_wildcards="all")
-    except NotFoundError:
+    except ApiError as exc:
+        if not not_yet(exc):
+            raise
         return {}
     out: dict[str, int] = defaultdict(int)
     for name, body in stats.get("indices", {}).items():
@@ -168,8 +170,9 @@ def _all_visible(es: Elasticsearch, alias: str, feed: Feed, f: Flow, timeout: fl
                              aggs={"rev": {"sum": {"field": "revision"}}})
             got = (int(resp["hits"]["total"]["value"]),
                    int(resp["aggregations"]["rev"]["value"]))
-        except NotFoundError:
-            pass
+        except ApiError as exc:
+            if not not_yet(exc):
+                raise
         if got == (feed.jobs, feed.revision_sum):
             return time.monotonic()
         time.sleep(PROBE_S)
@@ -259,8 +262,13 @@ class _Probe:
             ids = [k for k, q in self.pending.items() if q]
         if not ids:
             return
-        resp = self.es.search(index=self.alias, query={"ids": {"values": ids}}, size=len(ids),
-                              source=["revision"])
+        try:
+            resp = self.es.search(index=self.alias, query={"ids": {"values": ids}},
+                                  size=len(ids), source=["revision"])
+        except ApiError as exc:
+            if not_yet(exc):
+                return
+            raise
         now = time.monotonic()
         with self._lock:
             for hit in resp["hits"]["hits"]:

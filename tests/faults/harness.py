@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from confluent_kafka.admin import AdminClient
-from elasticsearch import Elasticsearch, helpers
+from elasticsearch import ApiError, Elasticsearch, helpers
 
 from pipeline.children import config_env, log_tail
 from pipeline.config import Config
@@ -44,7 +44,7 @@ from pipeline.edges.base import EdgeRuntime
 from pipeline.model import RawRecord
 from pipeline.normalize import normalize
 from pipeline.offsets import Positions, group_lag
-from pipeline.readback import client, job_documents, jobs_alias
+from pipeline.readback import client, job_documents, jobs_alias, not_yet
 from pipeline.sink.names import Family, alias_name
 from pipeline.stack import service, start_service, stop_service
 from pipeline.topics import ensure_topics
@@ -484,14 +484,15 @@ class Flow:
 
 def _event_ids(es: Elasticsearch, index: str) -> Iterator[str]:
     """The ``_id`` of every event document of every events index (one per copy)."""
+    read = 0
     try:
         for hit in helpers.scan(es, index=index, query={"query": {"match_all": {}}},
                                 size=2000, _source=False):
+            read += 1
             yield hit["_id"]
-    except Exception as exc:
-        if "index_not_found" in str(exc):
-            return
-        raise
+    except ApiError as exc:
+        if read or not not_yet(exc):  # a scan broken off half-way is no empty index
+            raise
 
 
 #: the session's rows, in the order the scenarios ran (conftest prints the table)

@@ -36,6 +36,7 @@ from sink_feed import (
 )
 
 from pipeline.config import Config
+from pipeline.readback import NOT_YET, refresh
 from pipeline.sink.names import Family, alias_name
 from pipeline.sink.runner import SinkRunner
 from pipeline.stack import service, start_service, stop_service
@@ -83,8 +84,9 @@ def jobstream() -> list[str]:
 
 
 def count(es: Elasticsearch, index: str) -> int:
-    es.options(ignore_status=404).indices.refresh(index=index)
-    resp = es.options(ignore_status=404).count(index=index)
+    """Documents in ``index``; 0 while the sink has not created it or its shard is starting."""
+    refresh(es, index)
+    resp = es.options(ignore_status=NOT_YET).count(index=index)
     return int(resp.get("count", 0))
 
 

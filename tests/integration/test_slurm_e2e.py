@@ -58,7 +58,7 @@ from pipeline.demo import wait_ready
 from pipeline.errors import ParseError
 from pipeline.model import RawRecord
 from pipeline.parsers import parse_record
-from pipeline.readback import client, jobs_alias, refresh
+from pipeline.readback import NOT_YET, client, jobs_alias, refresh
 from pipeline.sink.names import Family, alias_name
 from pipeline.topics import ensure_topics
 
@@ -229,11 +229,12 @@ def events_by_job(cfg: Config, ids: list[str]) -> dict[str, set[tuple[str, str]]
     alias = alias_name(cfg.elasticsearch.index_prefix, Family.EVENTS)
     with client(cfg) as es:
         refresh(es, alias)
-        resp = es.search(index=alias, size=0, query={"terms": {"job_id": ids}},
-                         ignore_unavailable=True, allow_no_indices=True,
-                         aggs={"job": {"terms": {"field": "job_id", "size": 1000}, "aggs": {
-                             "source": {"terms": {"field": "source", "size": 20}, "aggs": {
-                                 "event": {"terms": {"field": "event", "size": 50}}}}}}})
+        resp = es.options(ignore_status=NOT_YET).search(
+            index=alias, size=0, query={"terms": {"job_id": ids}},
+            ignore_unavailable=True, allow_no_indices=True,
+            aggs={"job": {"terms": {"field": "job_id", "size": 1000}, "aggs": {
+                "source": {"terms": {"field": "source", "size": 20}, "aggs": {
+                    "event": {"terms": {"field": "event", "size": 50}}}}}}})
     out: dict[str, set[tuple[str, str]]] = {}
     for job in resp.get("aggregations", {}).get("job", {}).get("buckets", []):
         out[job["key"]] = {(s["key"], e["key"]) for s in job["source"]["buckets"]
