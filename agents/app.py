@@ -73,8 +73,10 @@ def _broker_urls(bootstrap: str) -> list[str]:
 def create_app(cfg: Config, *, name: str | None = None) -> Worker:
     """Build the worker's Faust app from ``cfg`` and register its agents, table and timers."""
     from agents import faust_gaps, jobs, normalize, watchdog  # they register themselves
+    from agents.web import JobQuery, WebAccess, faust_web_settings
 
     faust_gaps.apply()
+    access = WebAccess.from_config(cfg)  # before anything: a missing token stops here
 
     store_dir = cfg.worker.store_dir or str(Path(cfg.stack.cache_dir) / "worker-store")
     # Faust creates only the last component; a fresh worker.store_dir may be deeper
@@ -93,10 +95,8 @@ def create_app(cfg: Config, *, name: str | None = None) -> Worker:
         topic_replication_factor=1,
         processing_guarantee="at_least_once",
         consumer_auto_offset_reset="earliest",
-        web_port=cfg.worker.web_port,
-        web_bind="0.0.0.0",  # noqa: S104 - table routing needs peers to reach us
-        web_host=socket.gethostname(),
-        web_enabled=True,
+        # where it listens and what it serves: agents.web
+        **faust_web_settings(cfg, access),
         table_standby_replicas=0,
         # Every partition has a RocksDB of its own, each with these buffers: Faust's
         # defaults (2 GiB block cache, 3 x 64 MiB memtables) would let one worker grow to
@@ -142,6 +142,7 @@ def create_app(cfg: Config, *, name: str | None = None) -> Worker:
     )
     normalize.register(worker)
     jobs.register(worker)
+    JobQuery(worker, access).register()
     watchdog.register(app, {raw_topic.get_topic_name(), canonical.get_topic_name()},
                       cfg.worker.stall_check_s)
     return worker

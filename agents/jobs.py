@@ -187,22 +187,6 @@ def register(worker: Worker) -> None:
         for key in active.expired(time.time(), cfg.worker.done_grace_s):
             await worker.canonical.send(key=key, value=encode_control(EXPIRE))
 
-    @app.page("/jobs/{cluster}/{job_id}")
-    async def job_view(web: Any, request: Any, cluster: str, job_id: str) -> Any:
-        from faust.exceptions import SameNode
-
-        key = f"{cluster}:{job_id}".encode()
-        try:
-            return await app.router.route_req(table.name, key, web, request)
-        except SameNode:
-            pass
-        state = decode_state(table.get(key))
-        if state is None:
-            return web.json({"error": f"unknown job {cluster}:{job_id}"}, status=404)
-        docs = [worker.anonymizer.document(worker.enricher.facts(d))
-                for d in JobFold.from_dict(state).documents()]
-        return web.json(docs[-1] if len(docs) == 1 else {"incarnations": docs})
-
 
 def _identities(worker: Worker, state: dict[str, Any]) -> set[tuple[str, Any]]:
     """(field, value) of every identity a job's events state (enriched), for the

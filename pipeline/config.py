@@ -104,6 +104,15 @@ class WorkerConfig:
     #: RocksDB table store directory; empty = <stack.cache_dir>/worker-store
     store_dir: str = ""
     web_port: int = 6066
+    #: address the web endpoint (``/jobs/<cluster>/<job_id>``) listens on; anything but
+    #: loopback needs ``web_token_file``
+    web_bind: str = "127.0.0.1"
+    #: host name the other workers reach this one by (table routing); empty = web_bind,
+    #: or this host's name when web_bind is a wildcard
+    web_host: str = ""
+    #: file holding the bearer token every request must carry (mode 0600, the same file on
+    #: every worker of the app: routed requests carry it); empty = no token
+    web_token_file: str = ""
     snapshot_interval_s: float = 30.0
     #: how long a finished job stays in the state table before its tombstone
     done_grace_s: float = 3600.0
@@ -168,6 +177,12 @@ class SlurmEdgeConfig:
     receiver: bool = True
     receiver_host: str = "127.0.0.1"
     receiver_port: int = 9280
+    #: beyond loopback the receiver needs one of these: source networks allowed to post
+    #: (comma-separated addresses or CIDRs, e.g. the slurmctld hosts) ...
+    receiver_allow: str = ""
+    #: ... or HTTP basic credentials, which Slurm sends from JobCompLoc's user:password@
+    receiver_user: str = ""
+    receiver_password: Secret = Secret("")
     #: bridge from Slurm's own (unkeyed) jobcomp/kafka topic
     bridge: bool = False
     #: that topic; empty = the cluster name (jobcomp/kafka's default)
