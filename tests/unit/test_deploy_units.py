@@ -152,3 +152,23 @@ def test_systemd_analyze_verify_accepts_the_rendered_units(tmp_path: Path) -> No
     # an unknown or misspelt key is only a warning: the output must be empty too
     assert out.returncode == 0 and out.stdout.strip() == "" and out.stderr.strip() == "", (
         out.stdout + out.stderr)
+
+
+def test_cli_runs_systemctl_only_when_asked(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    fake = bin_dir / "systemctl"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    dest = tmp_path / "units"
+    dest.mkdir()
+    args = ["install-units", "--dest", str(dest), "--exec", "/bin/true"]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    assert CliRunner().invoke(main, [*args, "--dry-run", "--daemon-reload"]).exit_code == 0
+    assert not calls.exists()
+    result = CliRunner().invoke(main, [*args, "--daemon-reload"])
+    assert result.exit_code == 0, result.output
+    assert calls.read_text() == "daemon-reload\n"
