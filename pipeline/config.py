@@ -194,6 +194,9 @@ class SlurmEdgeConfig:
     hooks: bool = True
     #: empty = <spool_dir>/hook.sock
     hook_socket: str = ""
+    #: the user the hooks run as (SlurmUser), given the hook socket and drop directory
+    #: (owner-only); empty = the edge's own user, as when the edge runs as SlurmUser
+    hook_user: str = ""
     #: empty = <spool_dir>/hook-drop
     hook_drop_dir: str = ""
     hook_scan_s: float = 5.0

@@ -21,6 +21,8 @@ from pathlib import Path
 from pipeline.config import Secret
 from pipeline.errors import ConfigError, ServiceError
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "AllowList",
     "BasicAuth",
@@ -155,10 +157,11 @@ class RefusalLog:
                             "there are not logged", self.what, source, reason)
 
 
-def ensure_private_dir(path: Path, what: str, key: str) -> None:
+def ensure_private_dir(path: Path, what: str, key: str, *, ours: bool = False) -> None:
     """``path`` as a directory only its owner can enter: created with mode 0700 when
-    missing, refused when it exists with group or other access (someone else made it so,
-    and may rely on it). Its parents are created as usual."""
+    missing; when it exists with group or other access, made 0700 if ``ours`` (a default
+    location jobstream made, before it made it private), else refused: someone set it up
+    so and may rely on it. Its parents are created as usual."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.mkdir(mode=0o700)
@@ -171,6 +174,12 @@ def ensure_private_dir(path: Path, what: str, key: str) -> None:
     st = path.lstat()
     if not stat.S_ISDIR(st.st_mode):
         raise ServiceError(f"{what} {path} exists and is not a directory; set {key}")
-    if st.st_mode & 0o077:
-        raise ServiceError(f"{what} {path} has mode {stat.S_IMODE(st.st_mode):04o}: group "
-                           f"and others must have no access (chmod 700 {path}, or set {key})")
+    if not st.st_mode & 0o077:
+        return
+    if ours and st.st_uid == os.geteuid():
+        path.chmod(0o700)
+        logger.warning("%s %s had mode %04o; made it 0700 (owner only)", what, path,
+                       stat.S_IMODE(st.st_mode))
+        return
+    raise ServiceError(f"{what} {path} has mode {stat.S_IMODE(st.st_mode):04o}: group "
+                       f"and others must have no access (chmod 700 {path}, or set {key})")

@@ -11,6 +11,7 @@ from pipeline.codec import AvroCodec, registry_client
 from pipeline.config import Config
 from pipeline.errors import ParseError
 from pipeline.model import RawRecord
+from pipeline.netguard import ensure_private_dir
 from pipeline.parsers import parse_record
 from pipeline.spool import Drainer, Spool, producer_config, spool_dir
 
@@ -71,6 +72,9 @@ class EdgeRuntime:
         self.cfg = cfg
         self.name = name
         path = Path(spool_path) if spool_path else spool_dir(cfg) / f"{name}.db"
+        # the records wait here, scripts and environments included: owner only
+        ensure_private_dir(path.parent, "spool directory", "edge.spool_dir",
+                           ours=not spool_path and not cfg.edge.spool_dir)
         self.spool = Spool(path, topic=cfg.topics.raw, max_bytes=cfg.edge.spool_max_bytes)
         self.codec = raw_codec(cfg)
         self._listeners: list[Callable[[list[int]], None]] = []

@@ -130,12 +130,12 @@ class SmallDisk:
 @pytest.fixture(params=["tmpfs", "spool_max_bytes"])
 def small_disk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SmallDisk]:
     mnt = tmp_path / "small-disk"
-    mnt.mkdir()
+    mnt.mkdir(mode=0o700)  # the edge refuses a spool directory others can enter
     if request.param == "spool_max_bytes":
         yield SmallDisk(mnt, request.param)
         return
     if os.geteuid() != 0 or subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={SMALL_DISK}", "tmpfs", str(mnt)],
+            ["mount", "-t", "tmpfs", "-o", f"size={SMALL_DISK},mode=0700", "tmpfs", str(mnt)],
             capture_output=True, check=False).returncode != 0:
         pytest.skip("cannot mount a small tmpfs here (needs root)")
     try:

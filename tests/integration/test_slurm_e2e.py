@@ -167,7 +167,10 @@ def edge_config(cfg: Config, hook_dir: Path, *, port: int, poller: bool,
          # the first sacct window: the module's own jobs, not the cluster's history
          "catchup_max_s": 120.0, "hook_scan_s": 1.0,
          "hook_socket": str(hook_dir / f"hook{name}.sock"),
-         "hook_drop_dir": str(hook_dir / f"hook{name}-drop")}
+         "hook_drop_dir": str(hook_dir / f"hook{name}-drop"),
+         # the edge runs as root here, the hooks as SlurmUser: the socket and drop
+         # directory are given to it
+         "hook_user": "slurm"}
     return cfg.replace(edge={"slurm": s})
 
 

@@ -102,6 +102,8 @@ def test_private_dir_is_made_owner_only_or_refused(tmp_path: Path) -> None:
     with pytest.raises(ServiceError, match=r"mode 0755.*chmod 700 .*edge.spool_dir"):
         ensure_private_dir(shared, "spool directory", "edge.spool_dir")
     assert shared.stat().st_mode & 0o777 == 0o755  # not ours to change
+    ensure_private_dir(shared, "spool directory", "edge.spool_dir", ours=True)
+    assert shared.stat().st_mode & 0o777 == 0o700  # the default one, made before: fixed
 
 
 def test_worker_web_beyond_loopback_needs_a_token(token_file: Path) -> None:

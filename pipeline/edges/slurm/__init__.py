@@ -46,9 +46,10 @@ class SlurmEdge:
         self.hook_socket, self.hook_drop_dir = hook_paths(cfg)
         self.receiver = (JobcompReceiver(self.runtime, s.receiver_host, s.receiver_port)
                          if s.receiver else None)
-        self.hooks = HookListener(self.runtime, self.hook_socket) if s.hooks else None
-        self.drops = (DropDirIngester(self.runtime, self.hook_drop_dir, s.hook_scan_s)
+        self.hooks = (HookListener(self.runtime, self.hook_socket, s.hook_user)
                       if s.hooks else None)
+        self.drops = (DropDirIngester(self.runtime, self.hook_drop_dir, s.hook_scan_s,
+                                      s.hook_user) if s.hooks else None)
         self.bridge = JobcompKafkaBridge(self.runtime) if s.bridge else None
         self.poller = SlurmPoller(self.runtime) if s.poller else None
         self._started: list[_Component] = []

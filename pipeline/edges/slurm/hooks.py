@@ -6,12 +6,16 @@ listener answers only once the record is in the spool. When the edge is down the
 renames a file into the drop directory instead; :class:`DropDirIngester` spools those
 files at start and every ``hook_scan_s`` seconds, deleting each only after it is spooled
 (a crash in between gives a duplicate, never a loss).
+
+Both are the hooks' user's alone: the socket mode 0600, the directory 0700, owned by the
+edge's user, or by ``edge.slurm.hook_user`` (SlurmUser) when the edge runs as another (root).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import pwd
 import socketserver
 import stat
 import sys
@@ -24,6 +28,7 @@ from pipeline.config import Config
 from pipeline.edges.base import EdgeRuntime, record_key
 from pipeline.errors import ConfigError, JobstreamError, ServiceError
 from pipeline.model import RawRecord
+from pipeline.netguard import ensure_private_dir
 from pipeline.spool import spool_dir
 
 __all__ = ["DropDirIngester", "HookListener", "default_interpreter", "hook_paths", "hook_script",
@@ -41,6 +46,22 @@ def hook_paths(cfg: Config) -> tuple[Path, Path]:
     s = cfg.edge.slurm
     return (Path(s.hook_socket or base / "hook.sock"),
             Path(s.hook_drop_dir or base / "hook-drop"))
+
+
+def give_to_hook_user(path: Path, user: str) -> None:
+    """Make ``path`` the hooks' user's (``edge.slurm.hook_user``; nothing when empty)."""
+    if not user:
+        return
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        raise ConfigError(f"edge.slurm.hook_user: no user {user!r} on this host") from None
+    try:
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+    except OSError as exc:
+        raise ServiceError(f"cannot give {path} to edge.slurm.hook_user {user}: "
+                           f"{exc.strerror}; run the edge as {user} and leave hook_user "
+                           "empty") from exc
 
 
 def hook_script() -> str:
@@ -132,11 +153,13 @@ class _Server(socketserver.ThreadingUnixStreamServer):
 
 
 class HookListener:
-    """Listens on the hook socket (mode 0666: the hooks run as SlurmUser)."""
+    """Listens on the hook socket, mode 0600: the hooks run as SlurmUser, the edge's user
+    or ``hook_user``."""
 
-    def __init__(self, runtime: EdgeRuntime, path: str | Path) -> None:
+    def __init__(self, runtime: EdgeRuntime, path: str | Path, hook_user: str = "") -> None:
         self.runtime = runtime
         self.path = Path(path)
+        self.hook_user = hook_user
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -153,7 +176,8 @@ class HookListener:
                                        "socket; set edge.slurm.hook_socket")
                 self.path.unlink()  # a stale socket of an edge that died
             self._server = _Server(str(self.path), self.runtime)
-            self.path.chmod(0o666)
+            self.path.chmod(0o600)
+            give_to_hook_user(self.path, self.hook_user)
         except OSError as exc:
             raise ServiceError(f"hook socket {self.path}: {exc.strerror}") from exc
         self._thread = threading.Thread(target=self._server.serve_forever,
@@ -177,21 +201,21 @@ class HookListener:
 class DropDirIngester:
     """Spools the files the hooks dropped while the edge was down, oldest first."""
 
-    def __init__(self, runtime: EdgeRuntime, directory: str | Path, interval: float) -> None:
+    def __init__(self, runtime: EdgeRuntime, directory: str | Path, interval: float,
+                 hook_user: str = "") -> None:
         self.runtime = runtime
         self.directory = Path(directory)
+        self.hook_user = hook_user
         self.interval = interval
         self.ingested = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def prepare(self) -> None:
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            # sticky and writable by all: SlurmUser drops files, only we list and delete
-            self.directory.chmod(0o1733)
-        except OSError as exc:
-            raise ServiceError(f"hook drop directory {self.directory}: {exc.strerror}") from exc
+        # the default one was sticky and writable by all (0o1733) before: ours to fix
+        ensure_private_dir(self.directory, "hook drop directory", "edge.slurm.hook_drop_dir",
+                           ours=not self.runtime.cfg.edge.slurm.hook_drop_dir)
+        give_to_hook_user(self.directory, self.hook_user)
 
     def scan(self) -> int:
         """Spool and delete every complete drop file; how many."""

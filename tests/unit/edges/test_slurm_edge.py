@@ -191,7 +191,7 @@ class TestHookScript:
                                                            hook: Path, short_dir: Path,
                                                            read_spool, capsys) -> None:
         drop = short_dir / "drop"
-        drop.mkdir()
+        drop.mkdir(mode=0o700)  # the edge refuses a drop directory others can enter
         env = env_file("prolog_ctld_1.env")
         times = []
         for _ in range(self.RUNS):
@@ -215,7 +215,7 @@ class TestHookScript:
     def test_edge_that_never_answers_costs_only_the_timeout(self, hook: Path,
                                                             short_dir: Path, capsys) -> None:
         drop = short_dir / "drop"
-        drop.mkdir()
+        drop.mkdir(mode=0o700)  # the edge refuses a drop directory others can enter
         sock_path = short_dir / "hook.sock"
         hung = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         hung.bind(str(sock_path))
@@ -238,7 +238,7 @@ class TestHookScript:
     def test_edge_ingests_drops_at_start(self, slurm_cfg: Config, hook: Path,
                                          short_dir: Path) -> None:
         drop = short_dir / "drop"
-        drop.mkdir()
+        drop.mkdir(mode=0o700)  # the edge refuses a drop directory others can enter
         assert self.run_hook(hook, env_file("prolog_ctld_1.env"))[0] == 0
         e = SlurmEdge(slurm_cfg).start()
         try:
