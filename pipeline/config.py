@@ -225,6 +225,25 @@ class EdgeConfig:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    """Prometheus metrics (``pipeline.metrics``): one port per long-running process.
+
+    0 = off, the default: several workers or sinks on one host (a replay runs its own)
+    would clash on any fixed default.
+    """
+
+    #: address the metrics ports listen on; anything but loopback needs ``token_file``
+    bind: str = "127.0.0.1"
+    #: file holding the bearer token every scrape must carry (mode 0600; Prometheus's
+    #: ``authorization.credentials_file``); empty = no token
+    token_file: str = ""
+    worker_port: int = 0
+    sink_port: int = 0
+    edge_flux_port: int = 0
+    edge_slurm_port: int = 0
+
+
+@dataclass(frozen=True)
 class Config:
     cluster: str = "local"
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
@@ -236,6 +255,7 @@ class Config:
     enrich: EnrichConfig = field(default_factory=EnrichConfig)
     sink: SinkConfig = field(default_factory=SinkConfig)
     edge: EdgeConfig = field(default_factory=EdgeConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
     #: where the config was read from ("" = defaults only)
     source: str = ""
