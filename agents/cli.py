@@ -23,6 +23,7 @@ def worker(ctx: click.Context, name: str | None, web_port: int | None, store_dir
     state from whichever worker owns it.
     """
     from agents.app import Runner, create_app
+    from pipeline import metrics
     from pipeline.cli import get_config
     from pipeline.topics import ensure_topics
 
@@ -39,6 +40,7 @@ def worker(ctx: click.Context, name: str | None, web_port: int | None, store_dir
     # the rebalance that mends that waits for a metadata refresh (5 min) when the broker
     # restarts meanwhile (tests/faults caught it).
     ensure_topics(cfg, extra={f"{cfg.worker.app_id}-canonical": {}})
+    metrics.start(cfg, "worker")
     w = create_app(cfg, name=name)
     runner = Runner(w.app, loglevel=loglevel, quiet=True)
     # Faust's progress spinner sets the root logger to DEBUG (so that every record spins

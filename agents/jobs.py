@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from agents.states import JobStates, decode_state
 from pipeline.anonymize import IDENTITY_FIELDS
 from pipeline.fold import JobFold
+from pipeline.metrics import WORKER_EVENTS_FOLDED, WORKER_RECORDS_PUBLISHED, LastEventTime
 from pipeline.model import JobEvent
 from pipeline.snapshots import JobSummary, build_snapshots, summarize
 from pipeline.wire import EXPIRE, decode_canonical, encode_control
@@ -111,6 +112,11 @@ def register(worker: Worker) -> None:
         states.clear()
     active = ActiveJobs()
     pending = PendingStates()
+    sent_events = WORKER_RECORDS_PUBLISHED.labels(worker.events.get_topic_name())
+    sent_states = WORKER_RECORDS_PUBLISHED.labels(worker.state.get_topic_name())
+    sent_snapshots = WORKER_RECORDS_PUBLISHED.labels(worker.snapshots.get_topic_name())
+    folded: dict[str, Any] = {}  # cluster -> its counter, looked up once
+    last_event = LastEventTime()
 
     def event_output(ev: JobEvent, state: dict[str, Any]) -> dict[str, Any]:
         event = ev.to_dict()
@@ -127,6 +133,7 @@ def register(worker: Worker) -> None:
             docs = documents(fold)
             for doc in docs:
                 await worker.state.send(key=key, value=worker.wire.encode_state(doc))
+            sent_states.inc(len(docs))
             if docs:
                 active.update(key, partition, summarize(docs[-1]), now)
         for event in events:
@@ -145,6 +152,7 @@ def register(worker: Worker) -> None:
                     states.delete(key)
                     active.jobs.pop(key, None)
                     await worker.state.send(key=key, value=None)
+                    sent_states.inc()
                 event.ack()
                 continue
             assert isinstance(item, JobEvent)
@@ -158,6 +166,12 @@ def register(worker: Worker) -> None:
             value = states.put(key, fold)
             await worker.events.send(key=key,
                                      value=worker.wire.encode_event(event_output(item, value)))
+            sent_events.inc()
+            counter = folded.get(item.cluster)
+            if counter is None:
+                counter = folded[item.cluster] = WORKER_EVENTS_FOLDED.labels(item.cluster)
+            counter.inc()
+            last_event.saw(item.cluster, item.timestamp)
             pending.add(key, message.partition, fold, event)
             if len(pending.events) >= STATE_BATCH:
                 await emit_states()
@@ -181,6 +195,7 @@ def register(worker: Worker) -> None:
         for snap in snaps:
             key = f"{snap['cluster']}:{snap['queue']}".encode()
             await worker.snapshots.send(key=key, value=worker.wire.encode_snapshot(snap))
+        sent_snapshots.inc(len(snaps))
 
     @app.timer(interval=max(cfg.worker.done_grace_s / 4, 1.0))
     async def expire_done() -> None:

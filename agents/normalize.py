@@ -19,6 +19,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import ParseError, ServiceError
+from pipeline.metrics import DLQ_RECORDS, WORKER_DUPLICATES_DROPPED, WORKER_RECORDS_READ
 from pipeline.normalize import normalize
 from pipeline.wire import fit_event
 
@@ -52,11 +53,13 @@ class RecentIds:
 def register(worker: Worker) -> None:
     recent = RecentIds()
     max_bytes = worker.cfg.worker.max_event_bytes
+    read = WORKER_RECORDS_READ.labels(worker.raw.get_topic_name())
 
     @worker.app.agent(worker.raw, name="normalize", concurrency=1)
     async def normalize_raw(stream):  # type: ignore[no-untyped-def]
         async for event in stream.events():
             message = event.message
+            read.inc()
             try:
                 events = [fit_event(ev, max_bytes)
                           for ev in normalize(worker.wire.decode_raw(message.value))]
@@ -74,6 +77,7 @@ def register(worker: Worker) -> None:
                 continue
             for ev, data in events:
                 if recent.seen(data):
+                    WORKER_DUPLICATES_DROPPED.inc()
                     continue
                 await worker.canonical.send(key=ev.key.encode(), value=data)
 
@@ -86,3 +90,4 @@ async def _to_dlq(worker: Worker, message: Any, reason: str, error: str) -> None
         headers=[("reason", reason.encode()), ("stage", b"normalize"),
                  ("error", error.encode()[:1000]),
                  ("source", f"{message.topic}[{message.partition}]@{message.offset}".encode())])
+    DLQ_RECORDS.labels("normalize", reason).inc()

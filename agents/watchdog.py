@@ -35,6 +35,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.metrics import WATCHDOG_STALLS, LagReporter
+
 __all__ = ["PartitionProgress", "register", "stalled"]
 
 logger = logging.getLogger(__name__)
@@ -93,6 +95,7 @@ def register(app: Any, topics: set[str], interval_s: float) -> None:
     """Watch the partitions of ``topics`` (the agents' inputs) every ``interval_s``."""
     last: dict[Any, PartitionProgress] = {}
     checked_at = time.monotonic()
+    lag = LagReporter(app.conf.id)
     unsettled_since: float | None = None
 
     def settled(generation: int) -> bool:
@@ -133,9 +136,14 @@ def register(app: Any, topics: set[str], interval_s: float) -> None:
             return
         now = {tp: PartitionProgress(monitor.tp_read_offsets.get(tp), commits.get(tp),
                                      ends.get(tp)) for tp in tps}
+        # the broker's answer is the consumer lag metric too: no second request for it
+        lag.report({(tp.topic, tp.partition): p.highwater - (p.committed or 0)
+                    for tp, p in now.items() if p.highwater is not None})
         for tp, why in stalled(last, now).items():
             logger.warning("partition %s[%d] is stuck, %s; reading it again from the commit",
                            tp.topic, tp.partition, why)
+            WATCHDOG_STALLS.labels(tp.topic, str(tp.partition),
+                                  why.split(":", 1)[0].replace(" ", "_")).inc()
             await _restart(consumer, tp, now[tp].committed)
             now.pop(tp)  # judged afresh at the next check
         last.clear()

@@ -19,6 +19,8 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from pipeline.metrics import DLQ_RECORDS
+
 __all__ = ["report_bad_record"]
 
 #: Header values are cut to this length: a message may quote a whole bad record.
@@ -39,6 +41,7 @@ def report_bad_record(producer: Producer, topic: str, key: bytes | str | None,
         try:
             producer.produce(topic, key=key, value=value, headers=encoded,
                              on_delivery=on_delivery)
+            DLQ_RECORDS.labels(stage, reason).inc()
             return
         except BufferError:
             # The local queue is full (Kafka slow or down): let deliveries drain, then retry.

@@ -75,6 +75,8 @@ def replay_config(cfg: Config, generation: str) -> Config:
     t = cfg.topics
     return cfg.replace(
         worker={"app_id": app, "store_dir": f"{base_store}-{suffix}", "web_port": free_port()},
+        # the live worker and sink hold the configured metrics ports
+        metrics={"worker_port": 0, "sink_port": 0},
         topics={name: f"{getattr(t, name)}.{suffix}"
                 for name in ("events", "state", "snapshots", "dlq")})
 

@@ -101,6 +101,8 @@ class Flow:
 def flow(cfg: Config, logs: Path, *, workers: int = 1, sink: bool = True,
          worker_args: Sequence[str] = ()) -> Iterator[Flow]:
     """Start ``workers`` workers (own web port and store each) and a sink; stop them after."""
+    # metrics off: several workers, or a bench beside the live flow, would clash on its ports
+    cfg = cfg.replace(metrics={"worker_port": 0, "sink_port": 0})
     f = Flow(cfg)
     try:
         for n in range(workers):

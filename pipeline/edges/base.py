@@ -10,6 +10,7 @@ from pathlib import Path
 from pipeline.codec import AvroCodec, registry_client
 from pipeline.config import Config
 from pipeline.errors import ParseError
+from pipeline.metrics import EDGE_RECORDS_PUBLISHED, EDGE_RECORDS_RECEIVED, track_spool
 from pipeline.model import RawRecord
 from pipeline.netguard import ensure_private_dir
 from pipeline.parsers import parse_record
@@ -81,12 +82,17 @@ class EdgeRuntime:
         self.drainer = Drainer(self.spool, producer_config(cfg, f"jobstream-edge-{name}"),
                                on_acked=self._acked)
         self.stopping = threading.Event()
+        self._received = EDGE_RECORDS_RECEIVED.labels(edge=name, cluster=cfg.cluster)
+        self._published = EDGE_RECORDS_PUBLISHED.labels(edge=name, cluster=cfg.cluster,
+                                                         topic=cfg.topics.raw)
+        self._untrack_spool = track_spool(self.spool)
 
     def on_acked(self, listener: Callable[[list[int]], None]) -> None:
         """Call ``listener(seqs)`` (drainer thread) when Kafka confirmed spooled records."""
         self._listeners.append(listener)
 
     def _acked(self, seqs: list[int]) -> None:
+        self._published.inc(len(seqs))
         for listener in self._listeners:
             listener(seqs)
 
@@ -98,11 +104,15 @@ class EdgeRuntime:
     def publish(self, record: RawRecord) -> int:
         """Spool one record durably; its sequence number."""
         key, value = self.encode(record)
-        return self.spool.append(key, value)
+        seq = self.spool.append(key, value)
+        self._received.inc()
+        return seq
 
     def publish_many(self, records: Iterable[RawRecord]) -> list[int]:
         """Spool records in one transaction (one fsync)."""
-        return self.spool.append_many([(*self.encode(r), None) for r in records])
+        seqs = self.spool.append_many([(*self.encode(r), None) for r in records])
+        self._received.inc(len(seqs))
+        return seqs
 
     def start(self) -> EdgeRuntime:
         self.drainer.start()
@@ -111,4 +121,5 @@ class EdgeRuntime:
     def stop(self, timeout: float = 10.0) -> None:
         self.stopping.set()
         self.drainer.stop(timeout)
+        self._untrack_spool()
         self.spool.close()

@@ -16,6 +16,7 @@ from types import FrameType
 
 import click
 
+from pipeline import metrics
 from pipeline.config import Config, load_config
 from pipeline.spool import spool_dir, spool_stats
 
@@ -72,6 +73,7 @@ def edge_flux(ctx: click.Context, recorded: tuple[str, ...], pace: float | None,
     )
 
     cfg = get_config(ctx)
+    metrics.start(cfg, "edge flux")
     source: JournalSource
     if recorded:
         source = RecordedJournalSource(recorded, pace=pace, interval=interval,
@@ -94,6 +96,7 @@ def edge_slurm(ctx: click.Context) -> None:
     from pipeline.edges.slurm import SlurmEdge
 
     cfg = get_config(ctx)
+    metrics.start(cfg, "edge slurm")
     stop = _stop_on_signals()
     slurm_edge = SlurmEdge(cfg).start()
     try:

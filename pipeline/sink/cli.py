@@ -8,6 +8,7 @@ from types import FrameType
 
 import click
 
+from pipeline import metrics
 from pipeline.cli import get_config
 from pipeline.sink.names import check_generation
 from pipeline.sink.runner import SinkRunner
@@ -41,6 +42,7 @@ def sink(ctx: click.Context, generation: str | None, group_id: str | None) -> No
     if not logging.getLogger().isEnabledFor(logging.DEBUG):
         # one line per HTTP request is debugging detail; the sink logs one line per flush
         logging.getLogger("elastic_transport.transport").setLevel(logging.WARNING)
+    metrics.start(cfg, "sink")
     runner = SinkRunner(cfg, generation=generation, group_id=group_id)
 
     def on_signal(signum: int, _: FrameType | None) -> None:

@@ -34,6 +34,7 @@ from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
 
 from pipeline.config import ElasticsearchConfig
 from pipeline.errors import SinkError
+from pipeline.metrics import SINK_BULK_ITEMS, SINK_BULK_SECONDS, SINK_RETRIES
 from pipeline.sink.converter import Action, Op
 
 __all__ = [
@@ -156,6 +157,8 @@ class BulkClient:
         self._rng = rng or random.Random()  # noqa: S311 -- jitter, not secrets
         #: retries made so far (whole requests and items), for the runner's summary
         self.retries = 0
+        #: (index family, outcome) -> its counter, looked up once (a bulk has thousands)
+        self._items: dict[tuple[str, Outcome], Any] = {}
 
     def write(self, actions: Sequence[Action]) -> list[ItemResult]:
         """Write ``actions``; returns when every item is done, rejected or failed."""
@@ -178,6 +181,7 @@ class BulkClient:
                 for i, item in zip(chunk, items, strict=True):
                     op, body = next(iter(item.items()))
                     outcome, etype, text = classify(op, body)
+                    self._count(actions[i], outcome)
                     if outcome is Outcome.RETRY:
                         again.append(i)
                         cause = f"{body.get('status')} {etype}"
@@ -217,15 +221,24 @@ class BulkClient:
                 attempt += 1
                 self._wait(attempt, what, str(exc))
 
+    def _count(self, action: Action, outcome: Outcome) -> None:
+        key = (action.family.value, outcome)
+        counter = self._items.get(key)
+        if counter is None:
+            counter = self._items[key] = SINK_BULK_ITEMS.labels(*key)
+        counter.inc()
+
     def _send(self, body: list[bytes]) -> list[Mapping[str, Any]]:
-        resp = _retryable(lambda: self._es.bulk(
-            operations=body,  # type: ignore[arg-type]  # NDJSON lines, passed through
-            filter_path=["items.*.status", "items.*.error"]))
+        with SINK_BULK_SECONDS.time():
+            resp = _retryable(lambda: self._es.bulk(
+                operations=body,  # type: ignore[arg-type]  # NDJSON lines, passed through
+                filter_path=["items.*.status", "items.*.error"]))
         return list(resp.get("items", []))
 
     def _wait(self, attempt: int, what: str, cause: str) -> None:
         delay = self._backoff.delay(attempt, self._rng)
         self.retries += 1
+        SINK_RETRIES.inc()
         logger.warning("elasticsearch retry=%d wait=%.2fs what=%r cause=%r",
                        attempt, delay, what, cause[:300])
         self._sleep(delay)

@@ -79,6 +79,16 @@ class OffsetTracker:
                                  f"{offset} after {part.committed}")
             part.committed = offset
 
+    def acknowledged_up_to(self, tp: TopicPartition) -> int | None:
+        """The first offset of ``tp`` not acknowledged yet (everything before it is done);
+        None when nothing of it was tracked."""
+        part = self._parts.get(tp)
+        if part is None:
+            return None
+        if part.tracked:
+            return part.tracked[0]
+        return part.last_done + 1 if part.last_done >= 0 else None
+
     def in_flight(self) -> int:
         """Records tracked and not yet acknowledged or passed."""
         return sum(len(p.tracked) for p in self._parts.values())

@@ -29,6 +29,7 @@ from pipeline.codec import AvroCodec, codecs_from_config
 from pipeline.config import Config
 from pipeline.dlq import report_bad_record
 from pipeline.errors import ParseError, ServiceError, SinkError
+from pipeline.metrics import SINK_RECORDS_READ, LagReporter
 from pipeline.sink.client import BulkClient, ItemResult, Outcome, make_client
 from pipeline.sink.converter import Action, Converter, DocumentError, coalesce
 from pipeline.sink.names import DEFAULT_GENERATION, Family
@@ -45,6 +46,8 @@ STAGE = "sink"
 FOLLOW_INTERVAL_S = 30.0
 #: Longest single poll, so that a stop request is seen promptly.
 MAX_POLL_S = 0.5
+#: How often the consumer lag metric is computed (from librdkafka's cached ends: no request).
+LAG_INTERVAL_S = 5.0
 
 
 class _Stopped(Exception):
@@ -124,6 +127,9 @@ class SinkRunner:
             cfg.topics.snapshots: (Family.SNAPSHOTS, codecs["snapshots"]),
         }
         self._clock = clock
+        self._read = {topic: SINK_RECORDS_READ.labels(topic) for topic in self._families}
+        self._lag = LagReporter(self._group_id)
+        self._next_lag = 0.0
         self._converter = Converter(cfg.elasticsearch.index_prefix, self._generation)
         self._tracker = OffsetTracker()
         self._epochs: dict[TopicPartition, int] = {}
@@ -176,6 +182,7 @@ class SinkRunner:
                     if until is not None and until(self.stats):
                         break
                 self._maybe_follow()
+                self._report_lag()
             self.flush()
         except _Stopped:
             left = self._tracker.in_flight()
@@ -226,6 +233,7 @@ class SinkRunner:
             family = self._families[topic][0]
             self._batch.records.append(_Record(msg, family, self._epochs.get(tp, 0)))
             self.stats.records += 1
+            self._read[topic].inc()
 
     def _due(self) -> bool:
         b = self._batch
@@ -394,6 +402,28 @@ class SinkRunner:
         self._tracker.forget(tps)
         self._batch.records = [r for r in self._batch.records if r.tp not in set(tps)]
         logger.info("revoked %s", _names(partitions))
+
+    def _report_lag(self) -> None:
+        """``jobstream_consumer_lag``: per assigned partition, its end (as of the last
+        fetch) past the first record Elasticsearch has not acknowledged, or past the
+        consumer's position when nothing of it is in hand."""
+        if self._consumer is None or self._clock() < self._next_lag:
+            return
+        self._next_lag = self._clock() + LAG_INTERVAL_S
+        lags: dict[TopicPartition, int] = {}
+        try:
+            for part in self._consumer.assignment():
+                _, end = self._consumer.get_watermark_offsets(part, cached=True)
+                tp = (part.topic, part.partition)
+                done = self._tracker.acknowledged_up_to(tp)
+                if done is None:
+                    done = self._consumer.position([part])[0].offset
+                if end >= 0 and done >= 0:
+                    lags[tp] = end - done
+        except KafkaException as exc:
+            logger.debug("consumer lag not known now: %s", exc)
+            return
+        self._lag.report(lags)
 
     # -- indices -----------------------------------------------------------------------
 
