@@ -35,6 +35,7 @@ __all__ = [
     "math",
     "metric",
     "panel",
+    "prom_target",
     "query_var",
     "row",
     "terms",
@@ -132,6 +133,13 @@ def es_target(ds: DataSource, ref: str, *, query: str = "", metrics: Sequence[Me
     if hide:
         target["hide"] = True
     return target
+
+
+def prom_target(ds: Mapping[str, str], ref: str, expr: str, *, legend: str = "",
+                instant: bool = False) -> dict[str, Any]:
+    """A PromQL target, as the editor's code mode saves it."""
+    return {"refId": ref, "datasource": dict(ds), "expr": expr, "legendFormat": legend,
+            "editorMode": "code", "range": not instant, "instant": instant}
 
 
 def math(ref: str, expression: str, *, hide: bool = False) -> dict[str, Any]:

@@ -10,10 +10,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.dashboards import job, overview
-from pipeline.dashboards.datasources import provisioning_yaml
+from pipeline.dashboards import health, job, overview
+from pipeline.dashboards.datasources import prometheus_provisioning_yaml, provisioning_yaml
 
-__all__ = ["GRAFANA_DIR", "PROVIDER_PATH", "dashboards", "files", "stale", "write"]
+__all__ = ["GRAFANA_DIR", "PROVIDER_PATH", "dashboards", "files", "metrics_dashboards", "stale",
+           "write"]
 
 #: The repository's ``grafana/`` directory.
 GRAFANA_DIR = Path(__file__).resolve().parent.parent.parent / "grafana"
@@ -22,8 +23,14 @@ PROVIDER_PATH = "/var/lib/grafana/dashboards"
 
 
 def dashboards() -> list[dict[str, Any]]:
-    """Every shipped dashboard, as Grafana's JSON model."""
+    """Every shipped dashboard on Elasticsearch (what ``dashboards check`` runs), as
+    Grafana's JSON model."""
     return [overview.build(), job.build()]
+
+
+def metrics_dashboards() -> list[dict[str, Any]]:
+    """The shipped dashboards on Prometheus: jobstream's own metrics."""
+    return [health.build()]
 
 
 def _provider_yaml() -> str:
@@ -50,9 +57,10 @@ def files() -> dict[str, str]:
     """Relative path under ``grafana/`` -> content."""
     out = {
         "provisioning/datasources/jobstream.yaml": provisioning_yaml(),
+        "provisioning/datasources/prometheus.yaml": prometheus_provisioning_yaml(),
         "provisioning/dashboards/jobstream.yaml": _provider_yaml(),
     }
-    for board in dashboards():
+    for board in dashboards() + metrics_dashboards():
         out[f"dashboards/{board['uid']}.json"] = json.dumps(board, indent=2,
                                                             ensure_ascii=False) + "\n"
     return out
