@@ -80,11 +80,15 @@ def _source_tree(dest: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("wheel")
-    src = _source_tree(tmp / "src")
-    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp / "dist", src)
-    (found,) = (tmp / "dist").glob("jobstream-*.whl")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _source_tree(tmp_path_factory.mktemp("source"))
+
+
+@pytest.fixture(scope="module")
+def wheel(source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dist = tmp_path_factory.mktemp("dist")
+    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, source)
+    (found,) = dist.glob("jobstream-*.whl")
     return found
 
 
@@ -111,9 +115,10 @@ def run_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def test_wheel_holds_every_package_data_file(wheel: Path) -> None:
+def test_wheel_holds_every_package_data_file(source: Path, wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    pipeline = REPO / "pipeline"
+    # the tree the wheel came from: the checkout may hold files not committed yet
+    pipeline = source / "pipeline"
     expected = {f"pipeline/{p.relative_to(pipeline).as_posix()}" for pattern in (
         "_schemas/*.avsc", "_schemas/history/*.avsc", "_schemas/elasticsearch/*.json",
         "edges/hooks/*", "stack/assets/*", "deploy/systemd/*") for p in pipeline.glob(pattern)}
