@@ -63,6 +63,19 @@ Field rules that are choices (Flux facts: flux.md section 2.3):
   Slurm: the ``result`` of the final record. A result appears only once the job is done.
 * ``cancelled_before_start``: once done, whether the job was cancelled before any run
   started; None before.
+* ``pending_reason``: why the job waits, while its latest run has not started. It stays
+  after the end of a run that never started (a job cancelled while pending keeps the
+  reason it waited for, which operators ask for) and is None once the run has started
+  (running, completing, or done after running). Flux, from the RFC 21 events in order:
+  ``held`` (urgency 0), else ``dependency`` (in DEPEND, or a ``dependency-add`` without
+  its ``dependency-remove``), else ``priority`` (in PRIORITY, or priority 0 in SCHED),
+  else ``resources`` (in SCHED with a non-zero priority and urgency); None in NEW. Slurm:
+  the ``state_reason`` of squeue / sacct (``reason`` events, one per reason a run was seen
+  with). Slurm states no time for a reason (``last_sched_evaluation`` moves at every
+  scheduling cycle, and events stamped with it would grow a pending job's state without
+  bound), so when a run was seen with several reasons the one furthest along a job's
+  usual path wins: held < begin time / dependency < other reasons (limits, nodes) <
+  Priority < Resources (a job re-held after it waited for Priority still shows Priority).
 * ``revision``: the number of distinct (event id, content) pairs folded for the job key.
   It only grows as events arrive, is the same for any order, and is shared by every
   incarnation of a key (an event can move to a new incarnation when its submit arrives; a
@@ -104,7 +117,7 @@ DOC_FIELDS: tuple[str, ...] = (
     "timelimit_used_pct", "expansion_factor", "ef_x_nh",
     "size_bucket", "gpu_bucket", "wait_bucket", "runtime_bucket",
     "run_interval", "pending_interval",
-    "cpu_eff_pct", "mem_max_pct", "gpu_util_pct",
+    "cpu_eff_pct", "mem_max_pct", "gpu_util_pct", "pending_reason",
     "revision", "updated_at",
 )
 
@@ -130,6 +143,7 @@ _SOURCE_RANK: Mapping[str, int] = {
 _PHASE_ORDER: tuple[str, ...] = (
     "submit", "jobspec-update", "dependency-add", "dependency-remove", "set-flags",
     "validate", "invalidate", "depend", "flux-restart", "urgency", "priority", "eligible",
+    "reason",
     "resource-update", "alloc", "prolog-start", "prolog-finish", "start", "memo",
     "preempt", "exception", "finish", "release", "epilog-start", "epilog-finish", "free",
     "end", "requeue", "clean",
@@ -147,6 +161,24 @@ _FLUX_FATAL_RESULTS: Mapping[str, str] = {
 }
 # Slurm results that a requeue also produces (the run's record looks final).
 _REQUEUE_RESULTS = frozenset({"node_fail", "preempted"})
+
+# Flux pending sub-states (RFC 21), in the order a job passes them.
+_FLUX_NEW, _FLUX_DEPEND, _FLUX_PRIORITY, _FLUX_SCHED = range(4)
+# Events that send a job in SCHED back to PRIORITY (flux.md 2.3).
+_FLUX_REPRIORITIZE = frozenset({"urgency", "jobspec-update", "flux-restart"})
+# Slurm reasons before a job can be eligible at all; every other reason is ranked between
+# them and Priority (see the module docstring).
+_SLURM_REASON_RANK: Mapping[str, int] = {
+    "JobHeldUser": 0, "JobHeldAdmin": 0, "BeginTime": 1, "Dependency": 1,
+    "Priority": 3, "Resources": 4,
+}
+_SLURM_REASON_OTHER = 2
+
+
+def _slurm_reason(reasons: Iterable[str]) -> str | None:
+    """The reason a run seen with ``reasons`` waits for (ties: the larger name)."""
+    return max(reasons, key=lambda r: (_SLURM_REASON_RANK.get(r, _SLURM_REASON_OTHER), r),
+               default=None)
 
 
 def event_order(ev: JobEvent) -> tuple[Any, ...]:
@@ -420,6 +452,21 @@ class _Run:
     success: bool | None = None
     invalidated: bool = False
     requeued_at: float | None = None
+    flux_state: int = _FLUX_NEW
+    urgency: int | None = None
+    priority: int | float | None = None
+    dependencies: set[str] = field(default_factory=set)
+    reasons: set[str] = field(default_factory=set)
+
+    def flux_reason(self) -> str | None:
+        if self.urgency == 0:
+            return "held"
+        if self.dependencies or self.flux_state == _FLUX_DEPEND:
+            return "dependency"
+        if self.flux_state == _FLUX_PRIORITY or (
+                self.flux_state == _FLUX_SCHED and self.priority == 0):
+            return "priority"
+        return "resources" if self.flux_state == _FLUX_SCHED else None
 
     def fact(self, name: str) -> Any:
         entry = self.facts.get(name)
@@ -526,10 +573,47 @@ class _Incarnation:
         if run.state >= _RUNNING:
             return
         prio = ev.context.get("priority")
+        run.flux_state = _FLUX_SCHED
+        if isinstance(prio, int | float):
+            run.priority = prio
         if isinstance(prio, int | float) and prio <= 0:
             run.eligible_since = None
         elif run.eligible_since is None:
             run.eligible_since = ev.timestamp
+
+    def _on_flux_pending(self, ev: JobEvent) -> None:
+        """The RFC 21 events that move a job between its pending sub-states."""
+        run = self.run
+        name, ctx = ev.event, ev.context
+        if name in ("submit", "urgency"):
+            urgency = ctx.get("urgency")
+            if isinstance(urgency, int) and not isinstance(urgency, bool):
+                run.urgency = urgency
+        if name == "validate":
+            run.flux_state = max(run.flux_state, _FLUX_DEPEND)
+        elif name == "depend":
+            run.flux_state = max(run.flux_state, _FLUX_PRIORITY)
+        elif name in _FLUX_REPRIORITIZE and run.flux_state == _FLUX_SCHED:
+            run.flux_state = _FLUX_PRIORITY
+        elif name in ("dependency-add", "dependency-remove"):
+            desc = ctx.get("description")
+            key = desc if isinstance(desc, str) else ""
+            if name == "dependency-add":
+                run.dependencies.add(key)
+            else:
+                run.dependencies.discard(key)
+
+    def _on_reason(self, ev: JobEvent) -> None:
+        reason = ev.context.get("state_reason")
+        if isinstance(reason, str) and reason:
+            self.run.reasons.add(reason)
+
+    def _pending_reason(self, run: _Run) -> str | None:
+        if self._run_started(run):
+            return None
+        if self.jf.scheduler == "flux":
+            return run.flux_reason()
+        return _slurm_reason(run.reasons)
 
     def _on_eligible(self, ev: JobEvent) -> None:
         self.run.t_eligible = _min(self.run.t_eligible, ev.timestamp)
@@ -721,6 +805,7 @@ class _Incarnation:
         if t_submit is not None:
             left_queue = next((t for t in (t_start, begin, t_end) if t is not None), None)
             doc["pending_interval"] = _interval(t_submit, left_queue)
+        doc["pending_reason"] = self._pending_reason(run)
         doc.update(revision=self.revision, updated_at=updated_at)
         return doc
 
@@ -757,6 +842,15 @@ def _interval(gte: int, lt: int | None) -> dict[str, int | None] | None:
 
 
 _HANDLERS = {
+    "submit": _Incarnation._on_flux_pending,
+    "validate": _Incarnation._on_flux_pending,
+    "depend": _Incarnation._on_flux_pending,
+    "urgency": _Incarnation._on_flux_pending,
+    "jobspec-update": _Incarnation._on_flux_pending,
+    "flux-restart": _Incarnation._on_flux_pending,
+    "dependency-add": _Incarnation._on_flux_pending,
+    "dependency-remove": _Incarnation._on_flux_pending,
+    "reason": _Incarnation._on_reason,
     "priority": _Incarnation._on_priority,
     "eligible": _Incarnation._on_eligible,
     "alloc": _Incarnation._on_alloc,

@@ -38,8 +38,8 @@ CANONICAL_EVENTS: frozenset[str] = frozenset(
         "resource-update", "alloc", "prolog-start", "prolog-finish", "start", "finish",
         "release", "epilog-start", "epilog-finish", "free", "clean", "exception", "memo",
         "dependency-add", "dependency-remove", "set-flags", "flux-restart",
-        # Slurm only
-        "eligible", "requeue", "preempt", "end",
+        # Slurm only ("reason": squeue/sacct saw the pending job wait for a state_reason)
+        "eligible", "requeue", "preempt", "end", "reason",
     }
 )
 

@@ -5,6 +5,14 @@ with its own name and the interval's aligned timestamp; every count is additive,
 queue's true figure is the *sum* over the workers' snapshots of the same timestamp
 (``oldest_pending_age_s`` is the one exception: take the *max*). A job is in exactly one
 partition, so no job is ever counted twice.
+
+Beside each queue's snapshot, one *reason snapshot* per (cluster, queue, pending reason)
+this worker has pending jobs of: ``reason``, ``reason_jobs``, ``reason_cores``, every other
+count 0. Flat documents, not a list inside the queue's snapshot: Grafana's Elasticsearch
+data source aggregates them with a plain ``terms`` on ``reason`` (a list of objects would
+need nested aggregations it cannot build), and since their other counts are 0, sums over
+all snapshots of an instant stay what they were. Pending jobs without a reason count
+under :data:`UNKNOWN_REASON`, so the reasons of a queue add up to its pending jobs.
 """
 
 from __future__ import annotations
@@ -13,10 +21,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["JobSummary", "align", "summarize", "build_snapshots"]
+__all__ = ["UNKNOWN_REASON", "JobSummary", "align", "build_snapshots", "summarize"]
 
 #: Queue name used when a source gives none.
 DEFAULT_QUEUE = "default"
+#: Reason snapshots' name for pending jobs whose document has no ``pending_reason``.
+UNKNOWN_REASON = "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +41,7 @@ class JobSummary:
     gpus: int
     t_submit_ms: int | None
     timelimit_s: float | None
+    reason: str | None = None
 
 
 def summarize(doc: Mapping[str, Any]) -> JobSummary:
@@ -52,6 +63,7 @@ def summarize(doc: Mapping[str, Any]) -> JobSummary:
         gpus=count("ngpus", "gpus_req"),
         t_submit_ms=doc.get("t_submit"),
         timelimit_s=doc.get("timelimit_s"),
+        reason=doc.get("pending_reason"),
     )
 
 
@@ -62,7 +74,8 @@ def align(now: float, interval_s: float) -> float:
 
 def build_snapshots(jobs: Iterable[JobSummary], now: float, worker: str,
                     partitions: Iterable[int], interval_s: float) -> list[dict[str, Any]]:
-    """One snapshot dict (``QueueSnapshot``) per (cluster, queue) this worker tracks jobs of.
+    """One snapshot dict (``QueueSnapshot``) per (cluster, queue) this worker tracks jobs of,
+    each followed by its reason snapshots (by reason).
 
     Queues whose jobs are all done still get a snapshot of zeros, so a drained queue reads
     as empty rather than as its last busy value.
@@ -70,19 +83,33 @@ def build_snapshots(jobs: Iterable[JobSummary], now: float, worker: str,
     stamp = align(now, interval_s)
     parts = sorted(partitions)
     acc: dict[tuple[str, str], dict[str, Any]] = {}
+    reasons: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    def blank(job: JobSummary, reason: str | None) -> dict[str, Any]:
+        return {
+            "cluster": job.cluster, "queue": job.queue, "timestamp": int(stamp * 1000),
+            "worker": worker, "partitions": parts,
+            "pending_jobs": 0, "running_jobs": 0,
+            "pending_cores": 0, "running_cores": 0,
+            "pending_gpus": 0, "running_gpus": 0,
+            "pending_nodes": 0, "running_nodes": 0,
+            "pending_node_hours": 0.0,
+            # a reason snapshot has no age: null keeps it out of the max
+            "oldest_pending_age_s": 0.0 if reason is None else None,
+            "reason": reason, "reason_jobs": 0, "reason_cores": 0,
+        }
+
     for job in jobs:
         snap = acc.get((job.cluster, job.queue))
         if snap is None:
-            snap = acc[(job.cluster, job.queue)] = {
-                "cluster": job.cluster, "queue": job.queue, "timestamp": int(stamp * 1000),
-                "worker": worker, "partitions": parts,
-                "pending_jobs": 0, "running_jobs": 0,
-                "pending_cores": 0, "running_cores": 0,
-                "pending_gpus": 0, "running_gpus": 0,
-                "pending_nodes": 0, "running_nodes": 0,
-                "pending_node_hours": 0.0, "oldest_pending_age_s": 0.0,
-            }
+            snap = acc[(job.cluster, job.queue)] = blank(job, None)
         if job.state == "pending":
+            reason = job.reason or UNKNOWN_REASON
+            by_reason = reasons.get((job.cluster, job.queue, reason))
+            if by_reason is None:
+                by_reason = reasons[(job.cluster, job.queue, reason)] = blank(job, reason)
+            by_reason["reason_jobs"] += 1
+            by_reason["reason_cores"] += job.cores
             snap["pending_jobs"] += 1
             snap["pending_cores"] += job.cores
             snap["pending_gpus"] += job.gpus
@@ -96,4 +123,8 @@ def build_snapshots(jobs: Iterable[JobSummary], now: float, worker: str,
             snap["running_cores"] += job.cores
             snap["running_gpus"] += job.gpus
             snap["running_nodes"] += job.nodes
-    return [acc[k] for k in sorted(acc)]
+    out: list[dict[str, Any]] = []
+    for key in sorted(acc):
+        out.append(acc[key])
+        out += [reasons[r] for r in sorted(reasons) if r[:2] == key]
+    return out

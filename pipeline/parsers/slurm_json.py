@@ -11,7 +11,12 @@ in many polls yields the same event ids and the dedupe stage drops the repeats:
   (Slurm does not say when it requeued; it resets the submit time of a requeued run).
   The ``restart_count`` fact of each is its index, so ``requeue_count`` is the highest
   index seen, never the number of requeue events;
-* ``end`` at the end time with ``result`` when the state is final.
+* ``end`` at the end time with ``result`` when the state is final;
+* ``reason`` while the job is pending with a ``state_reason`` other than ``None``, at the
+  submit time, one event (id) per reason: Slurm gives no time at which a reason began
+  (``last_sched_evaluation`` changes at every scheduling cycle, so events stamped with it
+  would pile up in a pending job's state), and the fold ranks the reasons a run was seen
+  with (``pipeline.fold``, ``pending_reason``).
 
 A pending array's meta-record (``array_task_string: "1-3"``) stands for tasks not yet
 split off; it yields events for its own (meta) job id only. Each task gets its own job id
@@ -418,6 +423,10 @@ def _job_events(job: _Job, meta: SlurmMeta, cluster: str, source: str,
         times["t_start"] = job.t_start
         builder.add("start", job.t_start,
                     facts={**identity, **job.alloc, "t_start": job.t_start}, context=ctx)
+    reason = job.context.get("state_reason")
+    if job.state.pending and job.t_submit is not None and reason not in (None, "None"):
+        builder.add("reason", job.t_submit, facts={**identity, "t_submit": job.t_submit},
+                    context=ctx, id_extra=(reason,))
     _requeue_events(builder, job, identity)
     result = job.state.result
     if result is None:

@@ -7,7 +7,8 @@
 * A canonical event is a ``create`` with ``_id = event_id`` into the month of its time: a
   duplicate is refused by Elasticsearch and counts as already written.
 * A queue snapshot is an ``index`` with an id made of what identifies it (cluster, queue,
-  worker, time), so a redelivery rewrites the same document.
+  worker, time, and the reason of a reason snapshot), so a redelivery rewrites the same
+  document.
 
 :func:`coalesce` keeps one action per document within a flush (a job's highest revision),
 which is what keeps Elasticsearch writes per job far below events per job.
@@ -168,7 +169,7 @@ class Converter:
         return Action(
             family=Family.SNAPSHOTS, op=Op.INDEX,
             index=index_name(self.prefix, Family.SNAPSHOTS, self.generation, month_of(ts)),
-            doc_id=f"{snap['cluster']}:{queue}:{snap['worker']}:{ts}",
+            doc_id=_snapshot_id(snap, queue, ts),
             source=_without_nulls(snap), origin=origin,
         )
 
@@ -188,6 +189,14 @@ class Converter:
             if a.family is Family.JOBS and a.op is Op.INDEX and a.index != target
             and a.doc_id in present
         ]
+
+
+def _snapshot_id(snap: Mapping[str, Any], queue: str, ts: int) -> str:
+    """A queue's snapshot keeps its id of before reason snapshots; a reason snapshot of the
+    same worker and instant adds its reason."""
+    base = f"{snap['cluster']}:{queue}:{snap['worker']}:{ts}"
+    reason = snap.get("reason")
+    return base if reason is None else f"{base}:{reason}"
 
 
 def coalesce(actions: Sequence[Action]) -> tuple[list[Action], list[Action]]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 from pipeline.fold import JobFold, fold
@@ -31,8 +32,9 @@ FACT_POOL: dict[str, list[Any]] = {
 NAMES = {
     "flux": ["submit", "validate", "depend", "priority", "urgency", "jobspec-update", "alloc",
              "prolog-start", "prolog-finish", "start", "exception", "finish", "release",
-             "epilog-start", "epilog-finish", "free", "clean", "memo", "invalidate"],
-    "slurm": ["submit", "eligible", "alloc", "start", "end", "requeue", "preempt"],
+             "epilog-start", "epilog-finish", "free", "clean", "memo", "invalidate",
+             "dependency-add", "dependency-remove", "flux-restart"],
+    "slurm": ["submit", "eligible", "alloc", "start", "end", "requeue", "preempt", "reason"],
 }
 SOURCES = {"flux": ["flux-journal", "flux-eventlog"],
            "slurm": ["slurm-jobcomp", "slurm-sacct", "slurm-squeue", "slurm-hook"]}
@@ -47,6 +49,13 @@ def _context(name: str) -> st.SearchStrategy[dict[str, Any]]:
         return st.fixed_dictionaries({"priority": st.sampled_from([0, 16])})
     if name == "finish":
         return st.fixed_dictionaries({"status": st.sampled_from([0, 256, 9, 36608])})
+    if name in ("submit", "urgency"):  # urgency 0 holds a Flux job (pending_reason)
+        return st.fixed_dictionaries({"urgency": st.sampled_from([0, 16])})
+    if name in ("dependency-add", "dependency-remove"):
+        return st.fixed_dictionaries({"description": st.sampled_from(["after:1", "after:2"])})
+    if name == "reason":
+        return st.fixed_dictionaries({"state_reason": st.sampled_from(
+            ["Priority", "Resources", "JobHeldUser", "Dependency", "QOSMaxJobsPerUserLimit"])})
     return st.just({})
 
 
@@ -152,3 +161,11 @@ def test_revision_never_decreases_as_events_arrive(events: list[JobEvent],
         before = last.get(ev.key, 0)
         assert jf.revision > before if added else jf.revision == before
         last[ev.key] = jf.revision
+
+
+@pytest.mark.parametrize("reason", ["held", "dependency", "priority", "resources", "Priority",
+                                    "Resources", "JobHeldUser", "QOSMaxJobsPerUserLimit"])
+def test_generated_events_reach_every_pending_reason(reason: str) -> None:
+    """The invariance tests above see every pending reason rule at work, not only None."""
+    find(job_events(), lambda evs: any(d["pending_reason"] == reason for d in fold(evs)),
+         settings=settings(max_examples=5000, database=None))

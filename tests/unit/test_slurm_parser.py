@@ -188,7 +188,8 @@ class TestSqueueVector:
         assert end.facts["timelimit_s"] == 600  # time_limit 10 is minutes in squeue
 
     def test_pending_array_meta_record_gives_events_for_its_own_id_only(self) -> None:
-        assert names(self.events, "3") == ["submit", "eligible"]
+        assert names(self.events, "3") == ["submit", "eligible", "reason"]
+        assert one(self.events, "3", "reason").context["state_reason"] == "Resources"
         submit = one(self.events, "3", "submit")
         assert submit.facts["array_id"] == "3" and "array_task" not in submit.facts
         assert submit.context["array_task_string"] == "1-3"
@@ -445,14 +446,14 @@ class TestSqueueVersions:
         assert names(events, "2") == ["submit", "eligible", "start", "requeue"]
         doc["jobs"][1]["job_state"] = "PENDING"
         events = parse_squeue(json.dumps(doc).encode(), cluster="c")
-        assert names(events, "2") == ["submit", "eligible", "requeue"]
+        assert names(events, "2") == ["submit", "eligible", "reason", "requeue"]
 
     def test_pending_job_expected_start_is_not_a_start(self) -> None:
         doc = json.loads(VECTOR_SQUEUE.read_text())
         doc["jobs"][2]["start_time"] = int(T) + 3600
         doc["jobs"][2]["nodes"] = "vm"  # even with planned nodes
         events = parse_squeue(json.dumps(doc).encode(), cluster="c")
-        assert names(events, "3") == ["submit", "eligible"]
+        assert names(events, "3") == ["submit", "eligible", "reason"]
 
     def test_source_errors_without_jobs(self) -> None:
         doc = {"errors": [{"error": "Unable to contact slurm controller"}]}

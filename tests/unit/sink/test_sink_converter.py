@@ -125,6 +125,13 @@ class TestSnapshots:
     def test_empty_queue_name_is_a_queue(self) -> None:
         assert conv.snapshot(snapshot(queue="")).doc_id == f"c1::w1:{DEC_2026}"
 
+    def test_reason_snapshot_has_its_own_id_beside_the_queues(self) -> None:
+        queue = conv.snapshot(snapshot(reason=None))
+        by_reason = conv.snapshot(snapshot(reason="Priority", reason_jobs=2))
+        assert queue.doc_id == f"c1:batch:w1:{DEC_2026}"
+        assert by_reason.doc_id == f"c1:batch:w1:{DEC_2026}:Priority"
+        assert queue.source is not None and "reason" not in queue.source
+
     def test_bad_timestamp(self) -> None:
         with pytest.raises(DocumentError):
             conv.snapshot(snapshot(timestamp=1.5))
