@@ -22,10 +22,12 @@ KEY_FIELDS: tuple[str, ...] = ("state", "result", "exit_code")
 
 #: Every truth field compared (when the truth of that job has it). Not ``ngpus``: the
 #: truth says 0 for a job given no GPU, the fold leaves it unknown (null).
+#: ``pending_reason`` is checkable on final documents: the reason a job cancelled while
+#: pending waited for, None for a job that ran.
 CHECKED_FIELDS: tuple[str, ...] = (
     "cluster", "scheduler", "job_id", "job_id_f58", "job_name", "user", "uid", "bank",
     "queue", "qos", "state", "result", "exit_code", "cancelled_before_start", "nnodes",
-    "ncores", "nodelist",
+    "ncores", "nodelist", "pending_reason",
 )
 
 

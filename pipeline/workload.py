@@ -7,6 +7,16 @@ the jobcomp record at the end — for a mix of queues, banks, users, job sizes, 
 outcomes (completed, failed, timeouts, cancellations pending and running, node failures,
 out-of-memory, exceptions), in time order. ``truth`` says what every job's document must
 end up as; the demo, the benchmark and the end-to-end tests check the index against it.
+
+Jobs wait for a mix of reasons (``pending_reason``): Slurm jobs are polled pending with
+Priority, Resources, Dependency or JobHeldUser, and a job that waits long enough is
+polled again half-way with the next reason along its way (held or dependent -> Priority,
+Priority -> Resources); some Flux jobs are submitted held (urgency 0) or with a
+dependency, released half-way through their wait. The truth's ``pending_reason`` is what a
+final document can be checked for: the last reason of a job cancelled while pending (Flux:
+``held`` or ``dependency`` when never released, else ``resources``), None for every job
+that ran. The reasons come from their own random stream, so a seed's jobs, times and
+outcomes are the same as before reasons were added.
 """
 
 from __future__ import annotations
@@ -45,6 +55,17 @@ SLURM_IDS_PER_S = 10
 OUTCOMES = {"completed": 62, "failed": 12, "timeout": 5, "cancelled_pending": 5,
             "cancelled_running": 5, "node_fail": 3, "oom": 4, "exception": 4}
 
+#: Slurm state_reason at a pending job's first poll -> weight, and the reason a second poll
+#: half-way through a long enough wait shows (squeue's usual progression).
+SLURM_REASONS = {"Priority": 45, "Resources": 30, "Dependency": 12, "JobHeldUser": 8,
+                 "QOSMaxJobsPerUserLimit": 5}
+SLURM_NEXT_REASON = {"Priority": "Resources", "Dependency": "Priority",
+                     "JobHeldUser": "Priority", "QOSMaxJobsPerUserLimit": "Priority"}
+#: A second poll only for waits at least this long (seconds, after time_scale)
+SLURM_REPOLL_MIN_WAIT_S = 2.0
+#: How Flux jobs start to wait -> weight: plain, submitted held (urgency 0) or dependent
+FLUX_WAITS = {"plain": 80, "held": 10, "dependency": 10}
+
 
 @dataclass(frozen=True, slots=True)
 class GeneratedRecord:
@@ -78,6 +99,8 @@ class Workload:
         self.spec = spec
         self.truth: dict[str, dict[str, Any]] = {}
         self._rng = random.Random(spec.seed)
+        # a stream of its own: the main one, and so every seed's jobs, stay as they were
+        self._reasons = random.Random(f"{spec.seed}:pending-reasons")
         self._heap: list[tuple[float, int, GeneratedRecord]] = []
         self._n = 0
         self._slurm_ids: dict[str, int] = {}
@@ -158,19 +181,19 @@ class Workload:
                                       "job": {"name": name}, "queue": queue, "bank": bank}},
             "version": 1,
         }
-        events: list[tuple[float, str, dict[str, Any] | None]] = [
-            (t0, "submit", {"userid": uid, "urgency": 16, "flags": 0, "version": 1}),
-            (t0 + 0.01, "validate", None), (t0 + 0.02, "depend", None),
-            (t0 + 0.03, "priority", {"priority": 16}),
-        ]
+        cancelled_pending = outcome == "cancelled_pending"
+        ta = t0 + wait
+        events, reason = _flux_pending(t0, ta, uid, jobid, cancelled_pending,
+                                       _pick(self._reasons, FLUX_WAITS))
         truth: dict[str, Any] = {"cluster": cluster, "scheduler": "flux", "job_id": str(jobid),
                                  "job_id_f58": f58_encode(jobid), "uid": uid, "bank": bank,
-                                 "queue": queue, "job_name": name, "state": "done"}
-        ta = t0 + wait
-        if outcome == "cancelled_pending":
+                                 "queue": queue, "job_name": name, "state": "done",
+                                 "pending_reason": None}
+        if cancelled_pending:
             events += [(ta, "exception", {"type": "cancel", "severity": 0, "userid": uid,
                                           "note": ""}), (ta + 0.01, "clean", None)]
-            truth.update(result="cancelled", cancelled_before_start=True)
+            truth.update(result="cancelled", cancelled_before_start=True,
+                         pending_reason=reason)
             self._flux_emit(cluster, jobid, events, jobspec, None, None)
             self.truth[job_key(cluster, str(jobid))] = truth
             return
@@ -263,11 +286,19 @@ class Workload:
                    (f",gres/gpu={gpus}" if gpus else "")
         truth: dict[str, Any] = {"cluster": cluster, "scheduler": "slurm", "job_id": str(jobid),
                                  "user": user, "uid": uid, "bank": bank, "queue": partition,
-                                 "qos": qos, "job_name": name, "state": "done"}
-        self._emit(GeneratedRecord(float(t_submit), cluster, "slurm", "slurm-squeue", key,
-                                   _squeue_pending(cluster, jobid, name, user, uid, bank,
-                                                   partition, qos, t_submit, limit_min,
-                                                   nodes, cores, tres_req)))
+                                 "qos": qos, "job_name": name, "state": "done",
+                                 "pending_reason": None}
+        reason = _pick(self._reasons, SLURM_REASONS)
+        polls = [(t_submit, reason)]
+        if wait >= SLURM_REPOLL_MIN_WAIT_S:
+            # squeue polled again half-way, the job one step further along its wait
+            reason = SLURM_NEXT_REASON.get(reason, reason)
+            polls.append((t0 + wait / 2, reason))
+        for t_poll, poll_reason in polls:
+            self._emit(GeneratedRecord(float(t_poll), cluster, "slurm", "slurm-squeue", key,
+                                       _squeue_pending(cluster, jobid, name, user, uid, bank,
+                                                       partition, qos, t_submit, limit_min,
+                                                       nodes, cores, tres_req, poll_reason)))
         state, exit_code, signal = {
             "completed": ("COMPLETED", 0, 0), "failed": ("FAILED", rng.choice([1, 2, 3]), 0),
             "timeout": ("TIMEOUT", 0, 0), "cancelled_pending": ("CANCELLED", 0, 0),
@@ -300,7 +331,7 @@ class Workload:
                                              "SLURM_JOB_EXIT_CODE2": f"{exit_code}:{signal}",
                                              "JOBSTREAM_HOOK_TIME": f"{t_end:.3f}"})))
         else:
-            truth["cancelled_before_start"] = True
+            truth.update(cancelled_before_start=True, pending_reason=reason)
             t_start = t_end = t_submit + max(int(wait), 1)
         record = {
             "jobid": jobid, "username": user, "user_id": uid, "groupname": user,
@@ -324,6 +355,40 @@ class Workload:
         self.truth[key] = truth
 
 
+def _pick(rng: random.Random, weights: dict[str, int]) -> str:
+    return rng.choices(list(weights), weights=list(weights.values()))[0]
+
+
+def _flux_pending(t0: float, ta: float, uid: int, jobid: int, cancelled: bool, how: str
+                  ) -> tuple[list[tuple[float, str, dict[str, Any] | None]], str]:
+    """The RFC 21 events of a Flux job's wait from ``t0`` until ``ta`` (its alloc, or its
+    cancel), and the reason it waits for at ``ta``. A held or dependent job is released
+    half-way, unless it is cancelled: then it waits held, or for its dependency, to the end.
+    """
+    submit = {"userid": uid, "urgency": 0 if how == "held" else 16, "flags": 0, "version": 1}
+    events: list[tuple[float, str, dict[str, Any] | None]] = [(t0, "submit", submit)]
+    release = t0 + (ta - t0) / 2
+    if how == "dependency":
+        # on a job submitted just before (the id is only a description to the fold)
+        dep = {"description": f"after-success={f58_encode(jobid - (1 << 22))}"}
+        events += [(t0 + 0.005, "dependency-add", dep), (t0 + 0.01, "validate", None)]
+        if cancelled:
+            return events, "dependency"
+        events += [(release, "dependency-remove", dep), (release + 0.01, "depend", None),
+                   (release + 0.02, "priority", {"priority": 16})]
+        return events, "resources"
+    events += [(t0 + 0.01, "validate", None), (t0 + 0.02, "depend", None)]
+    if how == "held":
+        events.append((t0 + 0.03, "priority", {"priority": 0}))
+        if cancelled:
+            return events, "held"
+        events += [(release, "urgency", {"userid": uid, "urgency": 16}),
+                   (release + 0.01, "priority", {"priority": 16})]
+        return events, "resources"
+    events.append((t0 + 0.03, "priority", {"priority": 16}))
+    return events, "resources"
+
+
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
@@ -342,15 +407,16 @@ def _hostlist(hosts: list[str]) -> str:
 
 def _squeue_pending(cluster: str, jobid: int, name: str, user: str, uid: int, bank: str,
                     partition: str, qos: str, t_submit: int, limit_min: int, nodes: int,
-                    cores: int, tres_req: str) -> bytes:
-    """A ``squeue --json`` (data_parser v0.0.38, Slurm 22.05) document with one pending job."""
+                    cores: int, tres_req: str, reason: str) -> bytes:
+    """A ``squeue --json`` (data_parser v0.0.38, Slurm 22.05) document with one pending job
+    waiting for ``reason``."""
     job = {
         "account": bank, "array_job_id": 0, "array_task_id": None, "array_task_string": "",
         "cluster": cluster, "cpus": cores, "eligible_time": t_submit, "end_time": 0,
         "exit_code": 0, "group_id": uid, "group_name": user, "job_id": jobid,
         "job_state": "PENDING", "name": name, "nodes": "", "node_count": nodes,
         "partition": partition, "qos": qos, "restart_cnt": 0, "start_time": 0,
-        "state_reason": "Priority", "submit_time": t_submit, "time_limit": limit_min,
+        "state_reason": reason, "submit_time": t_submit, "time_limit": limit_min,
         "tres_req_str": tres_req, "user_id": uid, "user_name": user, "het_job_id": 0,
         "het_job_offset": 0, "current_working_directory": f"/home/{user}/{name}",
     }

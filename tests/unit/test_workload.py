@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -73,3 +74,35 @@ def test_compare_reports_what_differs() -> None:
     assert changed.field_errors == Counter({"result": 1, "bank": 1})
     assert changed.key_matches == 19 and changed.full_matches == 18
     assert changed.examples[0][1:] == ("result", "weird", docs[0]["result"])
+
+
+def test_jobs_wait_for_a_mix_of_reasons_checked_against_the_truth() -> None:
+    w = Workload(WorkloadSpec(seed=3, jobs=2000, start=START))
+    polled = Counter(json.loads(r.payload)["jobs"][0]["state_reason"] for r in w.records()
+                     if r.format == "slurm-squeue")
+    assert {"Priority", "Resources", "Dependency", "JobHeldUser"} <= set(polled)
+    kept = Counter((t["scheduler"], t["pending_reason"]) for t in w.truth.values()
+                   if t["pending_reason"] is not None)
+    assert {("flux", "held"), ("flux", "dependency"), ("flux", "resources"),
+            ("slurm", "Priority"), ("slurm", "Resources")} <= set(kept)
+    # only jobs cancelled while pending keep one; every job that ran has none
+    assert all(t.get("cancelled_before_start") for t in w.truth.values()
+               if t["pending_reason"] is not None)
+
+
+def test_pending_jobs_mid_workload_all_say_why_they_wait() -> None:
+    w = Workload(WorkloadSpec(seed=4, jobs=400, start=START))
+    cut = START + 40
+    events = []
+    for r in w.records():
+        if r.time > cut:
+            break
+        events += normalize(RawRecord(r.cluster, r.scheduler, r.format, r.time, r.payload,  # type: ignore[arg-type]
+                                      r.key))
+    # (a Flux job submitted in the last instant is not validated yet: no reason in NEW)
+    pending = [d for d in fold(events)
+               if d["state"] == "pending" and d["t_submit"] < (cut - 0.1) * 1000]
+    reasons = Counter((d["scheduler"], d["pending_reason"]) for d in pending)
+    assert len(pending) > 20 and all(reason for _, reason in reasons), reasons
+    assert {("flux", "held"), ("flux", "resources"), ("slurm", "Priority"),
+            ("slurm", "Resources")} <= set(reasons), reasons
