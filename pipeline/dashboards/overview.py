@@ -75,11 +75,15 @@ _LAST = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": Fal
          "colorMode": "value", "graphMode": "area", "textMode": "auto"}
 
 
-def _snapshot_means(fields: list[tuple[str, str]], *, by_queue: bool) -> list[dict[str, Any]]:
+def _snapshot_means(fields: list[tuple[str, str]], *, by_queue: bool,
+                    by_reason: bool = False) -> list[dict[str, Any]]:
     """Targets giving the mean over each time bucket of the per-instant sum of each field:
     hidden ``sum`` queries (refs as given), a hidden count of instants ``N``, and one math
-    expression per field named ``<ref>m`` (``$A / $N``)."""
+    expression per field named ``<ref>m`` (``$A / $N``). ``by_reason``: per pending reason
+    too, from the reason snapshots (the only ones with a ``reason``)."""
     buckets = [date_histogram(SNAPSHOTS.time_field)]
+    if by_reason:
+        buckets = [terms("reason", size=20, order="asc", order_by="_key"), *buckets]
     if by_queue:
         buckets = [terms("queue", size=20, order="asc", order_by="_key"), *buckets]
     targets = [es_target(SNAPSHOTS, ref, query=SNAPS, metrics=[metric("sum", name)],
@@ -118,6 +122,7 @@ _PENDING_SIZES = ("nodes_req", "cores_req", "gpus_req", "timelimit_s")
 #: (column as Grafana names it, as shown), in the order shown
 _PENDING_COLUMNS = (("Min t_submit", "t_submit"), ("cluster", "cluster"), ("job_id", "job_id"),
                     ("user", "user"), ("bank", "bank"), ("queue", "queue"),
+                    ("pending_reason", "pending_reason"),
                     *((f"Max {name}", name) for name in _PENDING_SIZES),
                     ("Min t_eligible", "t_eligible"))
 
@@ -175,6 +180,29 @@ def _queue_panels(grid: Grid) -> None:
               w=12, h=8, interval=SNAPSHOT_MIN_INTERVAL, unit="short", options=_LEGEND,
               field_config=_STACKED,
               overrides=[_by_ref("Am", "cores"), _by_ref("Bm", "GPUs")]),
+    )
+    grid.add(
+        panel("timeseries", "Pending jobs by reason per queue",
+              _snapshot_means([("reason_jobs", "A")], by_queue=True, by_reason=True),
+              w=12, h=8, interval=SNAPSHOT_MIN_INTERVAL, unit="short", options=_LEGEND,
+              field_config={**_STACKED, "displayName":
+                            "${__field.labels.queue} ${__field.labels.reason}"},
+              description="Why jobs wait: pending jobs per queue and pending_reason (Slurm's "
+                          "state_reason; Flux held, dependency, priority, resources; "
+                          "unknown: no reason known yet), from the reason snapshots (mean "
+                          "over each time bucket of the sum over workers)."),
+        panel("table", "Pending cores by user and bank", [
+            es_target(JOBS_BY_SUBMIT, "A", query=f"state:pending AND {JOBS}",
+                      metrics=[metric("sum", "cores_req"), metric("sum", "gpus_req"),
+                               metric("count")],
+                      buckets=[terms("bank", size=20, order_by=0, missing="-"),
+                               terms("user", size=20, order_by=0, missing="-")]),
+        ], w=12, h=8, time_from="30d", unit="short",
+            transformations=[{"id": "organize", "options": {"renameByName": {
+                "Sum cores_req": "pending cores", "Sum gpus_req": "pending GPUs",
+                "Count": "pending jobs"}}}],
+            description="Cores (and GPUs) asked for by the jobs pending now, by bank and "
+                      "user, most first (jobs submitted in the last 30 days)."),
     )
     grid.add(
         panel("barchart", "Running now by bank", [
@@ -397,7 +425,7 @@ def _usage_panels(grid: Grid) -> None:
                       buckets=[terms("cluster", size=20, order="asc", order_by="_key"),
                                terms("job_id", size=_PENDING_ROWS, order="asc", order_by=0),
                                *(terms(name, size=1, missing="-")
-                                 for name in ("user", "bank", "queue"))]),
+                                 for name in ("user", "bank", "queue", "pending_reason"))]),
         ], w=12, h=8, overrides=[_job_link(), *_dates("t_submit", "t_eligible")],
             # Grafana names a terms table's metric columns "Min t_submit", "Max nodes_req";
             # organize orders by those names and renames them to the fields'
@@ -408,7 +436,9 @@ def _usage_panels(grid: Grid) -> None:
                 {"id": "sortBy", "options": {"sort": [{"field": "t_submit", "desc": False}]}},
                 {"id": "limit", "options": {"limitField": _PENDING_ROWS}}],
             description="The pending jobs submitted longest ago (in the time range), "
-                        "oldest first; a job id opens the job's own dashboard."),
+                        "oldest first, and why they wait (pending_reason: Slurm's "
+                        "state_reason; Flux held, dependency, priority or resources); a job "
+                        "id opens the job's own dashboard."),
     )
 
 
