@@ -24,7 +24,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from typing import IO, Any
 from confluent_kafka.admin import AdminClient
 from elasticsearch import ApiError, Elasticsearch, helpers
 
-from pipeline.children import config_env, log_tail
+from pipeline.children import config_env, free_port, log_tail
 from pipeline.config import Config
 from pipeline.edges.base import EdgeRuntime
 from pipeline.model import RawRecord
@@ -78,12 +77,6 @@ def spec(seed: int, jobs: int = 240, *, slurm: bool = True) -> WorkloadSpec:
     return WorkloadSpec(seed=seed, jobs=jobs, rate=5.0, time_scale=0.05,
                         flux_clusters=("flux-a",),
                         slurm_clusters=("slurm-b",) if slurm else (), start=WORKLOAD_START)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_until(what: str, condition: Callable[[], bool], *, guard_s: float = GUARD_S,

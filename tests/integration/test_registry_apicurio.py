@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import random
-import socket
 import struct
 import subprocess
 import tarfile
@@ -31,6 +30,7 @@ from fastavro import schemaless_writer
 from fastavro.schema import parse_schema, to_parsing_canonical_form
 from fastavro.utils import generate_many
 
+from pipeline.children import free_port
 from pipeline.codec import AvroCodec, registry_client
 from pipeline.config import Config
 from pipeline.errors import ParseError, ServiceError
@@ -42,12 +42,6 @@ pytestmark = pytest.mark.integration
 
 APICURIO_VERSION = "3.3.3"  # needs Java 21+
 ARTIFACT = f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _install(cache: Path, java_home: Path) -> Path:
@@ -80,7 +74,7 @@ def registry_url(base_config: Config) -> Iterator[str]:
         runner = _install(Path(base_config.stack.cache_dir), jdk.home)
     except ServiceError as exc:
         pytest.skip(f"Apicurio Registry not available: {exc}")
-    port = _free_port()
+    port = free_port()
     log = runner.parent / "registry.log"
     with log.open("w") as out:
         proc = subprocess.Popen(

@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from sink_feed import (
     uncommitted,
 )
 
+from pipeline.children import free_port
 from pipeline.config import Config
 from pipeline.readback import NOT_YET, refresh
 from pipeline.sink.names import Family, alias_name
@@ -148,12 +148,6 @@ def test_sigkill_mid_run_commits_only_what_elasticsearch_has(
     check_final(feed, es, cfg, jobs)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def private_es(stack_cfg: Config) -> Iterator[Config]:
     """An Elasticsearch of this test alone: the stack's distribution (symlinked, not fetched
@@ -161,7 +155,7 @@ def private_es(stack_cfg: Config) -> Iterator[Config]:
     cache = Path(tempfile.mkdtemp(prefix="js-es-", dir="/tmp"))
     cache.chmod(0o755)  # the Elasticsearch system user must traverse it
     own = stack_cfg.replace(stack={"cache_dir": str(cache),
-                                   "elasticsearch_port": _free_port()})
+                                   "elasticsearch_port": free_port()})
     shared_home = service(stack_cfg, "elasticsearch").home  # type: ignore[attr-defined]
     own_home = service(own, "elasticsearch").home  # type: ignore[attr-defined]
     own_home.symlink_to(shared_home)
@@ -260,7 +254,7 @@ def test_sigterm_flushes_and_commits_what_was_read(stack_cfg: Config, es: Elasti
 
 def test_sigterm_while_elasticsearch_is_unreachable_exits_unavailable(
         stack_cfg: Config, tmp_path: Path) -> None:
-    cfg = stack_cfg.replace(elasticsearch={"url": f"http://127.0.0.1:{_free_port()}"})
+    cfg = stack_cfg.replace(elasticsearch={"url": f"http://127.0.0.1:{free_port()}"})
     create_topics(cfg)
     log = tmp_path / "sink.log"
     with log.open("wb") as out:

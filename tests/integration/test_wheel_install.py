@@ -19,7 +19,6 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
@@ -30,7 +29,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer
+from datafiles import in_ci
 
+from pipeline.children import free_port
 from pipeline.codec import AvroCodec, raw_from_avro
 from pipeline.config import Config
 from pipeline.deploy import UNITS
@@ -40,16 +41,6 @@ from pipeline.stack import ensure_up, service
 REPO = Path(__file__).resolve().parents[2]
 #: what the wheel needs of the tree
 SOURCES = ("pyproject.toml", "README.md", "pipeline", "agents", "schemas")
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _run(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 300,
@@ -156,7 +147,7 @@ def shared_kafka_home(base_config: Config) -> Path:
         try:
             ensure_up(base_config, services=["kafka"])
         except ServiceError as exc:
-            if _in_ci():
+            if in_ci():
                 pytest.fail(f"Kafka must run under CI, but: {exc}", pytrace=False)
             pytest.skip(f"Kafka unavailable: {exc}")
     return shared.home  # type: ignore[attr-defined,no-any-return]
@@ -167,9 +158,9 @@ def kafka_env(run_env: dict[str, str], shared_kafka_home: Path, venv: Path
               ) -> Iterator[dict[str, str]]:
     """``run_env`` for a Kafka of this test on free ports; stopped at the end by the
     wheel's ``stack down`` (the test's own run directory: nothing else is stopped)."""
-    port = _free_port()
+    port = free_port()
     env = {**run_env, "JOBSTREAM_STACK__KAFKA_PORT": str(port),
-           "JOBSTREAM_STACK__KAFKA_CONTROLLER_PORT": str(_free_port()),
+           "JOBSTREAM_STACK__KAFKA_CONTROLLER_PORT": str(free_port()),
            "JOBSTREAM_KAFKA__BOOTSTRAP": f"127.0.0.1:{port}",
            "JOBSTREAM_CLUSTER": "wheel", "JOBSTREAM_TOPICS__RAW": "hpc.jobs.raw.wheel"}
     cache = Path(env["JOBSTREAM_STACK__CACHE_DIR"])

@@ -11,16 +11,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from datafiles import in_ci
 
 from pipeline.cli import main
 from pipeline.deploy import UNITS, UnitFile, find_executable, render, shipped_units, write_units
 from pipeline.errors import ConfigError, SpoolError
 
 USERS = {"jobstream": "svc-js", "slurm": "slurmadm", "flux": "fluxown"}
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def _service(unit: UnitFile) -> dict[str, str]:
@@ -142,7 +139,7 @@ def test_cli_missing_dest_is_an_error(tmp_path: Path) -> None:
 def test_systemd_analyze_verify_accepts_the_rendered_units(tmp_path: Path) -> None:
     tool = shutil.which("systemd-analyze")
     if tool is None:
-        if _in_ci():
+        if in_ci():
             pytest.fail("systemd-analyze must be installed under CI (apt package systemd)")
         pytest.skip("systemd-analyze not installed (apt package systemd)")
     # verify checks that ExecStart's program exists and is executable
