@@ -76,6 +76,18 @@ Field rules that are choices (Flux facts: flux.md section 2.3):
   bound), so when a run was seen with several reasons the one furthest along a job's
   usual path wins: held < begin time / dependency < other reasons (limits, nodes) <
   Priority < Resources (a job re-held after it waited for Priority still shows Priority).
+* Usage at the end of a run (``cpu_time_s``, ``cpu_eff_pct``, ``mem_max_mb``,
+  ``mem_max_pct``, ``gpu_util_pct``): copied from the run's final records as the source
+  computed them, never recomputed here from another source's times, so each figure is
+  one accounting record's. Slurm: sacct's steps (``pipeline.parsers.slurm_json``, which
+  holds the definitions: seff's TotalCPU = user + system of every step, over elapsed x
+  allocated CPUs; the largest step MaxRSS, in MiB, over the memory allocated per node;
+  the mean ``gres/gpuutil`` where the site accounts it). They arrive after the end (the
+  sacct poll), so a running job has none and a done job gains them later; jobcomp and
+  squeue state none, so their final records never erase them. Like every run fact they
+  describe the latest run of a requeued job (sacct without ``--duplicates`` reports the
+  latest run and its steps only); an interrupted run's usage is not added in. Flux:
+  none, its journal has no usage (design 4, "null where the source cannot tell").
 * ``revision``: the number of distinct (event id, content) pairs folded for the job key.
   It only grows as events arrive, is the same for any order, and is shared by every
   incarnation of a key (an event can move to a new incarnation when its submit arrives; a
@@ -117,7 +129,8 @@ DOC_FIELDS: tuple[str, ...] = (
     "timelimit_used_pct", "expansion_factor", "ef_x_nh",
     "size_bucket", "gpu_bucket", "wait_bucket", "runtime_bucket",
     "run_interval", "pending_interval",
-    "cpu_eff_pct", "mem_max_pct", "gpu_util_pct", "pending_reason",
+    "cpu_time_s", "cpu_eff_pct", "mem_max_mb", "mem_max_pct", "gpu_util_pct",
+    "pending_reason",
     "revision", "updated_at",
 )
 
@@ -125,12 +138,16 @@ DOC_FIELDS: tuple[str, ...] = (
 _IDENTITY_FACTS: tuple[str, ...] = (
     "job_name", "array_id", "array_task", "het_id", "het_offset", "user", "uid", "group",
     "gid", "bank", "queue", "qos", "cwd", "timelimit_s", "nodes_req", "cores_req",
-    "gpus_req",
+    "gpus_req", "mem_req_mb",
+)
+#: What accounting measured for a run, stated with its end (see the module docstring).
+_USAGE_FACTS: tuple[str, ...] = (
+    "cpu_time_s", "cpu_eff_pct", "mem_max_mb", "mem_max_pct", "gpu_util_pct",
 )
 #: Facts that belong to one run of the job.
 _RUN_FACTS: frozenset[str] = frozenset(
     {"t_eligible", "t_start", "t_end", "exit_code", "signal", "result", "nnodes", "ncores",
-     "ngpus", "nodelist", "expiration"}
+     "ngpus", "nodelist", "expiration", "mem_alloc_mb", *_USAGE_FACTS}
 )
 #: Facts the fold reads itself rather than copying.
 _OWN_FACTS: frozenset[str] = frozenset({"t_submit", "restart_count"})
@@ -790,7 +807,7 @@ class _Incarnation:
 
         nodelist = run.fact("nodelist")
         doc.update(nnodes=run.fact("nnodes"), ncores=run.fact("ncores"),
-                   ngpus=run.fact("ngpus"),
+                   ngpus=run.fact("ngpus"), mem_alloc_mb=run.fact("mem_alloc_mb"),
                    nodelist=list(nodelist) if nodelist else None,
                    first_node=nodelist[0] if nodelist else None)
         hours = self._run_hours(run, times, end_fallback=self.updated_at)
@@ -799,6 +816,8 @@ class _Incarnation:
             if prior is not None or current is not None:
                 doc[name] = (prior or 0.0) + (current or 0.0)
         self._derived(doc, wait_s, run_s)
+        for name in _USAGE_FACTS:
+            doc[name] = run.fact(name)
 
         if begin is not None:
             doc["run_interval"] = _interval(begin, t_end)

@@ -83,6 +83,15 @@ FACT_FIELDS: Mapping[str, type | tuple[type, ...]] = {
     "t_end": (int, float),
     "expiration": (int, float),
     "restart_count": int,
+    # Memory asked for and given (MiB, the whole job), and the run's usage from accounting
+    # (sacct's steps, after the end; pipeline.parsers.slurm_json and the fold's docstring)
+    "mem_req_mb": int,
+    "mem_alloc_mb": int,
+    "cpu_time_s": (int, float),
+    "cpu_eff_pct": (int, float),
+    "mem_max_mb": (int, float),
+    "mem_max_pct": (int, float),
+    "gpu_util_pct": (int, float),
 }
 
 

@@ -27,6 +27,35 @@ Shapes from data_parser v0.0.38 (22.05) to v0.0.4x are read side by side (slurm.
 ``job_resources`` layouts, raw wait statuses or exit objects. sacct JSON exit codes are
 wrong before v0.0.40 (23.11): there they are left out of the facts (the context keeps them
 with ``exit_code_untrusted``); jobcomp, hooks or squeue give the real one.
+
+Usage (sacct only: squeue and jobcomp carry none, jobcomp's ``cpu_hours`` is only elapsed x
+CPUs). The end event of a job that ran states what accounting measured for that run, from
+its steps (``steps[]``: the batch, extern and srun steps), as seff does:
+
+* ``cpu_time_s``: the sum over the steps of ``time.user`` + ``time.system`` (seff's
+  TotalCPU). Never the job's own ``time.user``/``time.system`` as well: slurmdbd fills
+  those with the same sum (25.11) or leaves them 0 (22.05), so adding them would count
+  twice and using them alone would lose 22.05's figures. Steps that state no user/system
+  time add nothing; when none states any, no fact;
+* ``cpu_eff_pct``: 100 x cpu_time_s / (``time.elapsed`` x allocated CPUs), the job's
+  own elapsed seconds (whole seconds: a fully busy job can read a little above 100);
+  none for an elapsed time of 0;
+* ``mem_max_mb``: the largest step MaxRSS, ``tres.requested.max`` ``mem`` (bytes, the
+  largest task of the step on its node), in MiB. jobacct_gather samples every
+  JobAcctGatherFrequency seconds (30 by default) and the step's last sample is what
+  counts, so a step shorter than one period often states none: then no fact;
+* ``mem_max_pct``: 100 x mem_max_mb / the memory allocated per node: ``tres.allocated``
+  ``mem`` (MiB, the whole job) / allocated nodes; where memory is not a consumable
+  resource (SelectTypeParameters without ``_Memory``: nothing allocated) the request,
+  ``required.memory_per_node``, else ``memory_per_cpu`` x CPUs per node (v0.0.38/39:
+  ``required.memory``, per CPU when its top bit is set); 0 means unknown;
+* ``gpu_util_pct``: the mean of the steps' ``tres.requested.average`` ``gres/gpuutil``
+  (Slurm's AccountingStorageTRES=gres/gpuutil, sampled through an acct_gather_gpu
+  plugin), weighted by step elapsed time; no fact where the site does not account it.
+
+``mem_req_mb`` and ``mem_alloc_mb`` (MiB, whole job) come from ``tres.requested`` /
+``tres.allocated`` ``mem``. Usage data that is malformed is left out rather than refused:
+it is informative, and refusing it would lose the job's end.
 """
 
 from __future__ import annotations
@@ -92,6 +121,8 @@ class _Job:
     restart_count: int | None
     context: dict[str, Any] = field(default_factory=dict)
     record: Mapping[str, Any] | None = None
+    #: what accounting measured for the run (sacct's steps), stated with its end
+    usage: dict[str, Any] = field(default_factory=dict)
 
 
 def parse_squeue(payload: bytes, *, cluster: str,
@@ -318,7 +349,9 @@ def _sacct_job(job: Mapping[str, Any], w: str, trust_exit: bool) -> _Job:
                opt_int(array, "task_id", what=f"{w}array."))
     _put_het(identity, opt_int(het, "job_id", what=f"{w}het."),
              opt_int(het, "job_offset", what=f"{w}het."))
-    _put_requests(identity, tres_list_counts(tres.get("requested"), f"{w}tres.requested"))
+    requested = tres_list_counts(tres.get("requested"), f"{w}tres.requested")
+    _put_requests(identity, requested)
+    put(identity, "mem_req_mb", requested.get("mem") or None)
 
     nodes = opt_str(job, "nodes", what=w)  # "None assigned" when it never ran
     nodelist = expand_nodes(nodes, f"{w}nodes")
@@ -329,6 +362,9 @@ def _sacct_job(job: Mapping[str, Any], w: str, trust_exit: bool) -> _Job:
         or (len(nodelist) or None))
     put(alloc, "ncores", alloc_tres.get("cpu"))
     put(alloc, "ngpus", gpu_count(alloc_tres))
+    put(alloc, "mem_alloc_mb", alloc_tres.get("mem") or None)
+    usage = _sacct_usage(job, alloc_tres, opt_int(times, "elapsed", what=f"{w}time."),
+                         alloc.get("ncores"), alloc.get("nnodes"))
 
     context: dict[str, Any] = {"state": state_obj["current"]}
     if isinstance(state_obj.get("reason"), str):
@@ -347,7 +383,112 @@ def _sacct_job(job: Mapping[str, Any], w: str, trust_exit: bool) -> _Job:
         t_end=epoch(times.get("end"), f"{w}time.end"),
         nodelist=nodelist, identity=identity, alloc=alloc, exit_pair=exit_pair,
         restart_count=_restarts(job, w), context=context, record=scrub_record(job),
+        usage=usage,
     )
+
+
+# --------------------------------------------------------------------------- sacct usage
+
+#: The top bit of v0.0.38/39 ``required.memory``: the figure is per CPU (Slurm MEM_PER_CPU).
+_MEM_PER_CPU = 1 << 63
+
+
+def _sacct_usage(job: Mapping[str, Any], alloc_tres: Mapping[str, int], elapsed: int | None,
+                 ncores: int | None, nnodes: int | None) -> dict[str, Any]:
+    """The usage facts of a sacct job (see the module docstring)."""
+    cpu_s: float | None = None
+    mem_bytes: int | None = None
+    gpu_sum = gpu_weight = 0.0
+    gpu_seen: list[float] = []
+    steps = job.get("steps")
+    for step in steps if isinstance(steps, list) else ():
+        if not isinstance(step, dict):
+            continue
+        times = step.get("time") if isinstance(step.get("time"), dict) else {}
+        user, system = _seconds(times.get("user")), _seconds(times.get("system"))
+        if user is not None and system is not None:
+            cpu_s = (cpu_s or 0.0) + user + system
+        requested = _usage_tres(step, "max")
+        mem = requested.get("mem")
+        if mem is not None and (mem_bytes is None or mem > mem_bytes):
+            mem_bytes = mem
+        util = _usage_tres(step, "average").get("gres/gpuutil")
+        if util is not None:
+            weight = float(_lenient_int(times.get("elapsed")) or 0)
+            gpu_seen.append(float(util))
+            gpu_sum += util * weight
+            gpu_weight += weight
+
+    usage: dict[str, Any] = {}
+    if cpu_s is not None:
+        put(usage, "cpu_time_s", cpu_s)
+        if elapsed and ncores:
+            put(usage, "cpu_eff_pct", 100.0 * cpu_s / (elapsed * ncores))
+    if mem_bytes is not None:
+        mem_mb = mem_bytes / 2**20
+        put(usage, "mem_max_mb", mem_mb)
+        per_node = _mem_per_node_mb(job, alloc_tres, ncores, nnodes)
+        if per_node:
+            put(usage, "mem_max_pct", 100.0 * mem_mb / per_node)
+    if gpu_seen:
+        # steps of no measurable length still count, equally, rather than not at all
+        put(usage, "gpu_util_pct", gpu_sum / gpu_weight if gpu_weight
+            else sum(gpu_seen) / len(gpu_seen))
+    return usage
+
+
+def _mem_per_node_mb(job: Mapping[str, Any], alloc_tres: Mapping[str, int],
+                     ncores: int | None, nnodes: int | None) -> float | None:
+    """MiB of memory per node the job was given (else asked for); None if unknown."""
+    allocated = alloc_tres.get("mem")
+    if allocated and nnodes:
+        return allocated / nnodes
+    required = job.get("required")
+    if not isinstance(required, dict):
+        return None
+    per_node = _lenient_int(required.get("memory_per_node"))
+    per_cpu = _lenient_int(required.get("memory_per_cpu"))
+    legacy = required.get("memory")
+    if isinstance(legacy, int) and not isinstance(legacy, bool) and legacy > 0:
+        if legacy & _MEM_PER_CPU:
+            per_cpu = _lenient_int(legacy & ~_MEM_PER_CPU)
+        else:
+            per_node = _lenient_int(legacy)
+    if per_node:
+        return float(per_node)
+    if per_cpu and ncores and nnodes:
+        return per_cpu * ncores / nnodes
+    return None
+
+
+def _usage_tres(step: Mapping[str, Any], stat: str) -> dict[str, int]:
+    """``tres.requested.<stat>`` of a step (usage statistics, despite the name)."""
+    tres = step.get("tres")
+    requested = tres.get("requested") if isinstance(tres, dict) else None
+    if not isinstance(requested, dict):
+        return {}
+    try:
+        return tres_list_counts(requested.get(stat), f"tres.requested.{stat}")
+    except ParseError:
+        return {}
+
+
+def _lenient_int(value: Any) -> int | None:
+    try:
+        number = slurm_int(value, "usage")
+    except ParseError:
+        return None
+    return number if number is None or number >= 0 else None
+
+
+def _seconds(value: Any) -> float | None:
+    """``{"seconds": s, "microseconds": us}`` (every sacct version) as seconds."""
+    if not isinstance(value, dict):
+        return None
+    sec, usec = _lenient_int(value.get("seconds")), _lenient_int(value.get("microseconds"))
+    if sec is None or usec is None:
+        return None
+    return sec + usec / 1e6
 
 
 def _sub(job: Mapping[str, Any], key: str, w: str) -> Mapping[str, Any]:
@@ -437,6 +578,7 @@ def _job_events(job: _Job, meta: SlurmMeta, cluster: str, source: str,
     end = {**identity, **times, "t_end": job.t_end, "result": result}
     if started:
         end.update(job.alloc)
+        end.update(job.usage)
     if job.exit_pair is not None:
         end["exit_code"] = job.exit_pair[0]
         if job.exit_pair[1]:

@@ -28,6 +28,10 @@ FACT_POOL: dict[str, list[Any]] = {
     "t_submit": [T0, T0 + 3, LATER], "t_eligible": [T0 + 1, T0 + 4],
     "t_start": [T0 + 2, T0 + 8, LATER + 2], "t_end": [T0 + 10, T0 + 12, LATER + 9],
     "restart_count": [0, 1, 2], "expiration": [T0 + 100],
+    # usage, stated by final records of a run (sacct), by some copies of one id and not others
+    "cpu_time_s": [0.5, 12.0], "cpu_eff_pct": [4.0, 99.5], "mem_max_mb": [2.5, 300.0],
+    "mem_max_pct": [0.5, 75.0], "gpu_util_pct": [10.0, 90.0], "mem_alloc_mb": [400, 8000],
+    "mem_req_mb": [400, 8000],
 }
 NAMES = {
     "flux": ["submit", "validate", "depend", "priority", "urgency", "jobspec-update", "alloc",
