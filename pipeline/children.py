@@ -37,6 +37,9 @@ def config_env(cfg: Config) -> dict[str, str]:
                 walk(f"{prefix}__{k.upper()}" if prefix else k.upper(), v)
         elif isinstance(value, bool):
             env[f"JOBSTREAM_{prefix}"] = "true" if value else "false"
+        elif isinstance(value, (list, tuple)):
+            # the environment's form of a list key (config._str_tuple)
+            env[f"JOBSTREAM_{prefix}"] = ",".join(value)
         elif value is not None:
             env[f"JOBSTREAM_{prefix}"] = str(value)
 

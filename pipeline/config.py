@@ -183,9 +183,15 @@ class SlurmEdgeConfig:
     #: ... or HTTP basic credentials, which Slurm sends from JobCompLoc's user:password@
     receiver_user: str = ""
     receiver_password: Secret = Secret("")
-    #: bridge from Slurm's own (unkeyed) jobcomp/kafka topic
+    #: bridge from Slurm's own (unkeyed) jobcomp/kafka topics
     bridge: bool = False
-    #: that topic; empty = the cluster name (jobcomp/kafka's default)
+    #: the topics jobcomp/kafka writes to (JobCompParams ``topic=`` for finish records,
+    #: ``topic_job_start=`` for the start records of ``enable_job_start``); a TOML array,
+    #: or comma-separated in the environment. Empty = Slurm's defaults, ``<cluster>`` and
+    #: ``<cluster>-job-start``. A topic that does not exist yet is picked up once it does.
+    bridge_topics: tuple[str, ...] = ()
+    #: deprecated (one topic only): the finish-record topic in place of ``<cluster>``, the
+    #: start topic keeping its default; use ``bridge_topics``
     bridge_topic: str = ""
     #: bootstrap servers of Slurm's Kafka; empty = kafka.bootstrap
     bridge_bootstrap: str = ""
@@ -394,6 +400,21 @@ def _coerce(tp: Any, value: Any, key: str, source: str) -> Any:
             return Secret(str(value))
         if tp is str:
             return str(value)
+        if tp == tuple[str, ...]:
+            return _str_tuple(value)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"config key {key}: {value!r} is not a valid {tp.__name__}") from exc
+        raise ConfigError(f"config key {key}: {value!r} is not a valid "
+                          f"{getattr(tp, '__name__', tp)}") from exc
     return value
+
+
+def _str_tuple(value: Any) -> tuple[str, ...]:
+    """A list of strings from a TOML array, or from one comma-separated string (the only
+    form an environment variable has)."""
+    if isinstance(value, str):
+        items = value.split(",")
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        items = list(value)
+    else:
+        raise TypeError(value)
+    return tuple(item.strip() for item in items if item.strip())

@@ -108,7 +108,7 @@ def edge_slurm(ctx: click.Context) -> None:
         if slurm_edge.poller:
             parts.append(f"polling every {cfg.edge.slurm.poll_interval_s:g} s")
         if slurm_edge.bridge:
-            parts.append(f"bridging topic {slurm_edge.bridge.topic}")
+            parts.append(f"bridging topics {', '.join(slurm_edge.bridge.topics)}")
         click.echo("jobstream edge slurm: ready: " + "; ".join(parts), err=True)
         stop.wait()
     finally:

@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from datafiles import vector
 
 from pipeline.codec import AvroCodec, raw_from_avro
@@ -156,6 +157,69 @@ def test_slurm_sources_reach_the_raw_topic_keyed(stack_cfg: Config, short_dir: P
     assert [r.payload for _, r in by_format["slurm-jobcomp"]] == JOBCOMP
     [(key, hook_rec)] = by_format["slurm-hook"]
     assert key == b"testcluster:2" and json.loads(hook_rec.payload)["SLURM_JOB_ID"] == "2"
+
+
+#: jobcomp/kafka of a real Slurm 25.11.7, in produce order: start records have state null
+KAFKA_25_11 = [ln for ln in vector("slurm", "jobcomp_kafka_25.11.jsonl").read_bytes()
+               .split(b"\n") if ln.strip()]
+
+
+def _produce_unkeyed(cfg: Config, topic: str, values: list[bytes]) -> None:
+    """As jobcomp/kafka does: values only, no key, no headers."""
+    producer = Producer(cfg.librdkafka())
+    for value in values:
+        producer.produce(topic, value=value)
+    assert producer.flush(30) == 0
+
+
+def test_jobcomp_kafka_bridge_reads_slurms_two_topics_the_start_one_created_late(
+        stack_cfg: Config) -> None:
+    # Slurm's defaults: finish records on <ClusterName>, start records on
+    # <ClusterName>-job-start; the names carry the test's suffix so that they are dropped
+    cluster = "s25-" + stack_cfg.topics.raw.rsplit(".", 1)[1]
+    finish_topic, start_topic = cluster, f"{cluster}-job-start"
+    cfg = stack_cfg.replace(cluster=cluster, edge={"slurm": {
+        "bridge": True, "bridge_group": f"bridge-{cluster}",
+        "receiver": False, "hooks": False, "poller": False}})
+    starts = [v for v in KAFKA_25_11 if json.loads(v)["state"] is None]
+    finishes = [v for v in KAFKA_25_11 if json.loads(v)["state"] is not None]
+    assert (len(starts), len(finishes)) == (16, 17)  # the vector README's counts
+
+    admin = AdminClient(cfg.librdkafka())
+    for future in admin.create_topics([NewTopic(finish_topic, 3, 1)]).values():
+        future.result(30)
+    _produce_unkeyed(cfg, finish_topic, finishes)
+    assert start_topic not in admin.list_topics(timeout=10).topics
+
+    edge = SlurmEdge(cfg).start()
+    try:
+        bridge = edge.bridge
+        assert bridge is not None and bridge.topics == [finish_topic, start_topic]
+        _wait(lambda: bridge.bridged >= len(finishes), 60, "the finish records")
+        # the start topic appears only now, as with Slurm's first job start
+        for future in admin.create_topics([NewTopic(start_topic, 2, 1)]).values():
+            future.result(30)
+        _produce_unkeyed(cfg, start_topic, starts)
+        _wait(lambda: bridge.bridged >= len(KAFKA_25_11), 90, "the start records")
+        assert edge.runtime.drainer.drain(60)
+    finally:
+        edge.stop()
+
+    got = consume_all(cfg, cfg.topics.raw, len(KAFKA_25_11))
+    assert sorted(r.payload for _, r, _ in got) == sorted(KAFKA_25_11)
+    partitions: dict[bytes | None, set[int]] = defaultdict(set)
+    kinds: dict[bytes | None, set[str]] = defaultdict(set)
+    for key, rec, part in got:
+        record = json.loads(rec.payload)
+        assert (rec.format, rec.scheduler) == ("slurm-jobcomp", "slurm")
+        # keyed by the record's own cluster and job, every record of a job in one partition
+        assert key == f"{record['cluster']}:{record['jobid']}".encode()
+        partitions[key].add(part)
+        kinds[key].add("start" if record["state"] is None else "finish")
+    assert all(len(p) == 1 for p in partitions.values())
+    assert len(kinds) == 17
+    # every job that ran has both kinds; held job 4 was cancelled before it started
+    assert {k for k, v in kinds.items() if v != {"start", "finish"}} == {b"kafkatest:4"}
 
 
 # -- the fault test ----------------------------------------------------------------------

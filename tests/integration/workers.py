@@ -29,8 +29,9 @@ from confluent_kafka import TopicPartition as KTP
 from confluent_kafka.admin import AdminClient
 
 from pipeline.anonymize import Anonymizer
+from pipeline.children import config_env
 from pipeline.codec import AvroCodec, raw_to_avro
-from pipeline.config import Config, as_dict
+from pipeline.config import Config
 from pipeline.enrich import Enricher
 from pipeline.errors import ParseError
 from pipeline.fold import doc_id, fold
@@ -44,25 +45,6 @@ GUARD_S = 240.0
 
 
 # -- configuration --------------------------------------------------------------------
-
-
-def config_env(cfg: Config) -> dict[str, str]:
-    """``JOBSTREAM_*`` variables that give a process exactly ``cfg``'s values."""
-    env: dict[str, str] = {}
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, Mapping):
-            for k, v in value.items():
-                walk(f"{prefix}__{k.upper()}" if prefix else k.upper(), v)
-        elif isinstance(value, bool):
-            env[f"JOBSTREAM_{prefix}"] = "true" if value else "false"
-        elif value is not None:
-            env[f"JOBSTREAM_{prefix}"] = str(value)
-
-    tree = as_dict(cfg)
-    tree.pop("source", None)
-    walk("", tree)
-    return env
 
 
 def canonical_topic(cfg: Config) -> str:
