@@ -9,7 +9,8 @@ A record the parser rejects is reported on stderr as one line, ``path:line: reas
 message``, and skipped; the exit code is then 1 (0 when every record was good). ``-``
 reads standard input. ``flux-eventlog`` files are either ready records
 (``{"id", "eventlog", "jobspec", "R"}``) or, with ``--jobspec`` / ``--R`` / ``--id``, the
-plain output of ``flux job eventlog --format=json``.
+plain output of ``flux job eventlog --format=json``. ``slurm-squeue`` reads ``scontrol show
+job --json`` too: Slurm answers both with the same job-info response.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ def _source_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.argument("paths", nargs=-1, required=True,
                        type=click.Path(allow_dash=True, dir_okay=False, exists=True)),
         click.option("--format", "fmt", required=True, type=click.Choice(sorted(FORMATS)),
-                     help="Source format of the files."),
+                     help="Source format of the files (slurm-squeue: also "
+                          "scontrol show job --json)."),
         click.option("--cluster", default=None,
                      help="Cluster name for records that do not state it "
                           "(default: the config's cluster)."),
