@@ -6,7 +6,7 @@ For each panel of the dashboards, each Elasticsearch target is checked twice:
    type that suits the use (:mod:`pipeline.dashboards.fields`);
 2. by running it: the request Grafana would send (:mod:`pipeline.dashboards.grafana_query`),
    all targets of a panel in one ``_msearch`` as Grafana batches them, with template
-   variables set to "All".
+   variables set to "All" (or their current value), unless given a value.
 
 A target is *broken* (Elasticsearch answered an error, or the mapping does not fit),
 *empty* (no document, or no value in any bucket) or *ok*. Expression targets are checked
@@ -111,14 +111,18 @@ class Checker:
     """Checks dashboards against one Elasticsearch and index prefix.
 
     ``now_ms`` fixes "now" (tests); panels with a relative time override (``timeFrom``)
-    end at it, as in Grafana.
+    end at it, as in Grafana. ``variables`` sets template variables by name, in every
+    dashboard that has them, as a user would pick or type them (e.g. the job dashboard's
+    ``job_id``, which matches no job by default).
     """
 
     def __init__(self, es: Elasticsearch, *, prefix: str = "",
                  sources: Sequence[DataSource] = DATASOURCES,
                  max_data_points: int = DEFAULT_MAX_DATA_POINTS,
-                 now_ms: int | None = None) -> None:
+                 now_ms: int | None = None,
+                 variables: Mapping[str, str] | None = None) -> None:
         self.es = es
+        self.variables = dict(variables or {})
         self.prefix = prefix
         self.sources = tuple(sources)
         self.max_data_points = max_data_points
@@ -138,6 +142,7 @@ class Checker:
                         ) -> list[PanelReport]:
         name = str(board.get("title") or board.get("uid") or "?")
         values = variable_values(board)
+        values.update({k: v for k, v in self.variables.items() if k in values})
         reports = [self._check_variable(name, var, values, time_range)
                    for var in board.get("templating", {}).get("list", [])
                    if var.get("type") == "query" and not _foreign(var.get("datasource"))]

@@ -36,16 +36,20 @@ def dashboards() -> None:
 @click.option("--dashboard", "files", multiple=True, type=click.Path(exists=True,
                                                                       dir_okay=False),
               help="Check this dashboard JSON instead of the shipped ones (repeatable).")
+@click.option("--var", "var_args", multiple=True, metavar="NAME=VALUE",
+              help="Set a template variable, as a user would (repeatable), e.g. "
+                   "--var job_id=1234 for the job dashboard, which shows no job without.")
 @click.option("--strict", is_flag=True, help="Fail on empty panels too.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
-def check(ctx: click.Context, from_: str, to: str, files: tuple[str, ...], strict: bool,
-          as_json: bool) -> None:
+def check(ctx: click.Context, from_: str, to: str, files: tuple[str, ...],
+          var_args: tuple[str, ...], strict: bool, as_json: bool) -> None:
     """Run every panel's queries against Elasticsearch, as Grafana would send them.
 
     Reports each panel ok, empty (nothing in the time range) or broken (an unknown field,
     a field of the wrong type, an aggregation Elasticsearch lacks). Template variables
-    are set to All. Exit status 1 if a panel is broken (or, with --strict, empty).
+    are set to All (or their default) unless --var sets them. Exit status 1 if a panel
+    is broken (or, with --strict, empty).
     """
     cfg = get_config(ctx)
     try:
@@ -56,8 +60,10 @@ def check(ctx: click.Context, from_: str, to: str, files: tuple[str, ...], stric
     if time_range.span_ms <= 0:
         raise click.BadParameter("--from must be before --to")
     boards = [_load(Path(f)) for f in files] if files else render.dashboards()
+    variables = _variables(var_args, boards)
     with make_client(cfg.elasticsearch, request_timeout=30.0) as es:
-        checker = Checker(es, prefix=cfg.elasticsearch.index_prefix, now_ms=now)
+        checker = Checker(es, prefix=cfg.elasticsearch.index_prefix, now_ms=now,
+                          variables=variables)
         reports = checker.check(boards, time_range)
     counts = summarize(reports)
     if as_json:
@@ -86,6 +92,23 @@ def build(out: Path | None, only_check: bool) -> None:
         sys.exit(1 if stale else 0)
     for rel in render.write(root):
         click.echo(f"wrote {root / rel}")
+
+
+def _variables(args: tuple[str, ...], boards: list[dict[str, Any]]) -> dict[str, str]:
+    """``--var NAME=VALUE`` options; each name must be a variable of a dashboard checked."""
+    known = {str(v.get("name")) for b in boards
+             for v in (b.get("templating") or {}).get("list") or []}
+    out: dict[str, str] = {}
+    for arg in args:
+        name, sep, value = arg.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{arg!r} is not NAME=VALUE", param_hint="--var")
+        if name not in known:
+            raise click.BadParameter(f"no dashboard checked has a variable {name!r} "
+                                     f"(known: {', '.join(sorted(known))})",
+                                     param_hint="--var")
+        out[name] = value
+    return out
 
 
 def _load(path: Path) -> dict[str, Any]:

@@ -3,6 +3,13 @@
 Opened from the overview's tables with ``var-cluster`` and ``var-job_id`` and the time
 range of the overview; the document is found by its submit time, the events by theirs, so
 the range must cover the job's life (the default is the last 7 days).
+
+The job id names one job: it is matched as a phrase (``job_id:"$job_id"``), so ``*`` or an
+empty box matches no job and every panel says so, instead of showing some jobs. (Grafana
+Lucene-escapes a textbox value anyway, ``*`` to ``\\*``; unquoted, the check's emulation,
+which does not escape, would read it as a wildcard.) With the cluster at All, an id used
+on several clusters matches one job on each: the document and event panels show all of
+them, Durations the latest submitted.
 """
 
 from __future__ import annotations
@@ -27,8 +34,19 @@ __all__ = ["UID", "build"]
 
 UID = JOB_UID
 
-#: Flux users know a job by its f58 id (ƒ...) as often as by the decimal one.
-JOB = "(job_id:$job_id OR job_id_f58:$job_id) AND (cluster:$cluster)"
+#: Flux users know a job by its f58 id (ƒ...) as often as by the decimal one. Quoted: a
+#: phrase matches the id as written, never as a wildcard (see the module's docstring).
+JOB = '(job_id:"$job_id" OR job_id_f58:"$job_id") AND (cluster:$cluster)'
+
+#: Documents the "Job document" panel asks for: one per cluster the cluster variable can
+#: list (its terms size, builder.query_var). Only the selected id's documents match, so
+#: this bounds nothing in practice; it must not be smaller than the matches, as Grafana
+#: sorts documents on _doc before t_submit (grafana_query._sort) and would keep the
+#: last-indexed ones, not the newest.
+_DOCUMENTS = 1000
+
+#: What the panels show with no job selected (Grafana's "No data" otherwise).
+_NO_JOB = "No job: pick one in the overview's tables or type its id"
 
 _DURATIONS = ("wait_s", "eligible_wait_s", "run_s", "prolog_s", "epilog_s")
 
@@ -39,55 +57,58 @@ def build() -> dict[str, Any]:
         panel("stat", "Durations", [
             # One job, the latest submitted of those matching, chosen by terms ordered on
             # t_submit: raw data would not be (Grafana sorts documents on _doc before
-            # t_submit, see grafana_query._sort), so with job id * or an id reused across
-            # clusters it showed whichever document was indexed last.
+            # t_submit, see grafana_query._sort), so with an id used on several clusters
+            # it showed whichever document was indexed last.
             es_target(JOBS_BY_SUBMIT, "A", query=JOB,
                       metrics=[metric("max", "t_submit"),
                                *(metric("max", name) for name in _DURATIONS)],
                       buckets=[terms("cluster", size=1, order_by=0),
                                terms("job_id", size=1, order_by=0)]),
-        ], w=24, h=4, unit="s",
+        ], w=24, h=4, unit="s", field_config={"noValue": _NO_JOB},
             transformations=[{"id": "organize", "options": {
                 "renameByName": {f"Max {name}": name for name in _DURATIONS}}}],
             options={"reduceOptions": {"calcs": ["lastNotNull"], "values": False,
                                        "fields": "/^(" + "|".join(_DURATIONS) + ")$/"},
                      "colorMode": "none", "graphMode": "none", "textMode": "value_and_name"},
             description="Wait since submit and since eligible, run, prolog and epilog time "
-                        "(with several jobs matching: of the latest submitted)."),
+                        "(an id on several clusters, with Cluster All: of the latest "
+                        "submitted)."),
     )
     grid.add(
         panel("logs", "Event timeline", [
             es_target(EVENTS, "A", query=JOB, metrics=[metric("logs", limit="500")]),
-        ], w=12, h=14,
+        ], w=12, h=14, field_config={"noValue": _NO_JOB},
             options={"showTime": True, "sortOrder": "Ascending", "wrapLogMessage": True,
                      "enableLogDetails": True, "dedupStrategy": "none"},
             description="Every canonical event of the job, oldest first; open one for its "
                         "source, context and facts."),
         panel("table", "Job document", [
-            es_target(JOBS_BY_SUBMIT, "A", query=JOB, metrics=[metric("raw_data", size="5")]),
-        ], w=12, h=14,
+            es_target(JOBS_BY_SUBMIT, "A", query=JOB,
+                      metrics=[metric("raw_data", size=str(_DOCUMENTS))]),
+        ], w=12, h=14, field_config={"noValue": _NO_JOB},
             transformations=[{"id": "transpose", "options": {}}],
-            description="The job's document in hpc-jobs, one row per field."),
+            description="The job's document in hpc-jobs, one row per field (an id on "
+                        "several clusters, with Cluster All: one column per cluster)."),
     )
     grid.add(
         panel("table", "Events", [
             es_target(EVENTS, "A", query=JOB, metrics=[metric("raw_data", size="500")]),
-        ], w=24, h=10,
+        ], w=24, h=10, field_config={"noValue": _NO_JOB},
             transformations=[
                 {"id": "organize", "options": {
-                    "indexByName": {"@timestamp": 0, "event": 1, "source": 2, "seq": 3,
-                                    "context": 4, "facts": 5, "event_id": 6},
+                    "indexByName": {"@timestamp": 0, "cluster": 1, "event": 2, "source": 3,
+                                    "seq": 4, "context": 5, "facts": 6, "event_id": 7},
                     "includeByName": {name: True for name in (
-                        "@timestamp", "event", "source", "seq", "context", "facts",
-                        "event_id")}}},
+                        "@timestamp", "cluster", "event", "source", "seq", "context",
+                        "facts", "event_id")}}},
                 {"id": "sortBy", "options": {"sort": [{"field": "@timestamp",
                                                         "desc": False}]}}]),
     )
     variables = [
         query_var("cluster", "Cluster", JOBS_BY_SUBMIT, "cluster", all_value=ALL),
-        textbox_var("job_id", "Job id", "*",
+        textbox_var("job_id", "Job id", "",
                     description="The job id as the scheduler prints it (Flux: decimal or "
-                                "f58); * lists every job in the range."),
+                                "f58), exactly: no wildcards. Empty: no job."),
     ]
     return dashboard(
         UID, "jobstream: job details",

@@ -22,9 +22,14 @@ from pipeline.cli import main
 from pipeline.config import Config
 from pipeline.dashboards import render
 from pipeline.dashboards.builder import es_target, metric, panel, terms
-from pipeline.dashboards.check import Checker
+from pipeline.dashboards.check import Checker, Status
 from pipeline.dashboards.datasources import DATASOURCES, JOBS_BY_END, JOBS_BY_SUBMIT
-from pipeline.dashboards.grafana_query import TimeRange, build_search
+from pipeline.dashboards.grafana_query import (
+    TimeRange,
+    build_search,
+    substitute,
+    variable_values,
+)
 from pipeline.sink.names import Family, alias_name
 from pipeline.sink.templates import ensure_indices
 from pipeline.workload import WorkloadSpec
@@ -35,6 +40,12 @@ NO_DATA_IN_WORKLOAD = {
     ("Exceptions, preemptions and requeues", "C"),
     ("Prolog and epilog duration", "B"),
 }
+
+JOB_BOARD = "jobstream: job details"
+#: The job dashboard's targets, all empty until a job id is given: the id is matched as a
+#: phrase, so the default (no id) names no job.
+NO_JOB_SELECTED = {(JOB_BOARD, title, "A") for title in (
+    "Durations", "Event timeline", "Job document", "Events")}
 
 
 def run_check(cfg: Config, *args: str) -> Result:
@@ -54,8 +65,13 @@ def indexed(stack_cfg: Config, es: Elasticsearch) -> Indexed:
     return data
 
 
+def _a_done_flux_job(indexed: Indexed) -> dict[str, Any]:
+    return next(d for d in indexed.jobs if d["scheduler"] == "flux" and d["state"] == "done")
+
+
 def test_every_shipped_panel_is_ok_and_shows_data(stack_cfg: Config, indexed: Indexed) -> None:
-    result = run_check(stack_cfg, "--json", "--strict")
+    job = _a_done_flux_job(indexed)
+    result = run_check(stack_cfg, "--json", "--strict", "--var", f"job_id={job['job_id']}")
     report = json.loads(result.output)
     bad = [(p["title"], p["status"], [t for t in p["targets"] if t["status"] != "ok"])
            for p in report["panels"] if p["status"] != "ok"]
@@ -87,7 +103,23 @@ def test_every_shipped_panel_is_ok_and_shows_data(stack_cfg: Config, indexed: In
     assert hits("Queue depth by queue") == len(indexed.snapshots)
     assert hits("Exceptions, preemptions and requeues") == sum(
         e.event == "exception" for e in indexed.events)
-    assert hits("Events", board="jobstream: job details") == len(indexed.events)
+    assert hits("Events", board=JOB_BOARD) == sum(e.job_id == job["job_id"]
+                                                  for e in indexed.events)
+    assert hits("Job document", board=JOB_BOARD) == sum(d["job_id"] == job["job_id"]
+                                                        for d in indexed.jobs)
+
+    # Without a job id the job dashboard shows nothing (not some jobs), the rest the same.
+    result = run_check(stack_cfg, "--json", "--strict")
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    assert report["summary"]["broken"] == 0
+    empty = {(p["dashboard"], p["title"], t["ref_id"]) for p in report["panels"]
+             for t in p["targets"] if t["status"] == "empty"}
+    assert empty == NO_JOB_SELECTED | {(overview, *t) for t in NO_DATA_IN_WORKLOAD}
+    assert {p["title"]: p["status"] for p in report["panels"]
+            if p["dashboard"] == JOB_BOARD} == {"variable $cluster": "ok", **{
+                t: "empty" for _, t, _ in NO_JOB_SELECTED}}
+    assert run_check(stack_cfg, "--var", "jobid=1").exit_code == 2
 
 
 def test_the_range_and_panel_overrides_apply(stack_cfg: Config, indexed: Indexed) -> None:
@@ -187,19 +219,57 @@ def test_an_unknown_index_is_broken_and_empty_indices_fail_only_strict(
     assert len(DATASOURCES) == 5
 
 
+def _job_documents(es: Elasticsearch, prefix: str, board: dict[str, Any],
+                   values: dict[str, str], window: TimeRange) -> list[tuple[str, str]]:
+    """(cluster, job_id) of the documents the Job document panel shows, from the request
+    Grafana would send."""
+    (panel_,) = (p for p in board["panels"] if p["title"] == "Job document")
+    target = substitute(panel_["targets"][0], {**variable_values(board), **values})
+    ds = next(d for d in DATASOURCES if d.uid == target["datasource"]["uid"])
+    header, body = build_search(target, index=ds.index(prefix), time_field=ds.time_field,
+                                time_range=window, interval_ms=60_000)
+    (answer,) = es.msearch(searches=[header, body]).body["responses"]
+    assert "error" not in answer, answer
+    return sorted((h["_source"]["cluster"], h["_source"]["job_id"])
+                  for h in answer["hits"]["hits"])
+
+
 def test_the_drill_down_selects_one_job_by_either_id(stack_cfg: Config, es: Elasticsearch,
                                                      indexed: Indexed) -> None:
-    flux = next(d for d in indexed.jobs if d["scheduler"] == "flux" and d["state"] == "done")
+    flux = _a_done_flux_job(indexed)
     events = sum(e.job_id == flux["job_id"] and e.cluster == flux["cluster"]
                  for e in indexed.events)
     board = next(b for b in render.dashboards() if b["uid"] == "jobstream-job")
+    prefix = stack_cfg.elasticsearch.index_prefix
     now_ms = int(time.time() * 1000)
-    checker = Checker(es, prefix=stack_cfg.elasticsearch.index_prefix, now_ms=now_ms)
+    window = TimeRange(now_ms - 86_400_000, now_ms)
+    checker = Checker(es, prefix=prefix, now_ms=now_ms)
     for job_id in (flux["job_id"], flux["job_id_f58"]):
         for var in board["templating"]["list"]:
             if var["name"] == "job_id":
                 var["current"] = {"text": job_id, "value": job_id}
-        reports = {r.title: r for r in checker.check_dashboard(
-            board, TimeRange(now_ms - 86_400_000, now_ms))}
+        reports = {r.title: r for r in checker.check_dashboard(board, window)}
         assert reports["Events"].targets[0].hits == events
         assert reports["Job document"].targets[0].hits == 1
+        assert _job_documents(es, prefix, board, {}, window) == [
+            (flux["cluster"], flux["job_id"])]
+
+    # No id, or a wildcard typed in: no job at all, not the last-indexed documents.
+    for nothing in ("", "*"):
+        reports = {r.title: r for r in Checker(es, prefix=prefix, now_ms=now_ms, variables={
+            "job_id": nothing}).check_dashboard(board, window)}
+        for title in ("Durations", "Event timeline", "Job document", "Events"):
+            assert (reports[title].status, reports[title].targets[0].hits) == (
+                Status.EMPTY, 0), (nothing, title)
+        assert _job_documents(es, prefix, board, {"job_id": nothing}, window) == []
+
+    # The same id on another cluster, indexed last: with Cluster All both documents show
+    # (Grafana sorts on _doc first, so a size below the matches would keep the newest
+    # indexed); with the cluster chosen, that cluster's only.
+    twin = {**flux, "cluster": "zz-other"}
+    index_all(es, prefix, Indexed(events=[], jobs=[twin], snapshots=[]))
+    both = sorted([(flux["cluster"], flux["job_id"]), ("zz-other", flux["job_id"])])
+    assert _job_documents(es, prefix, board, {"job_id": flux["job_id"]}, window) == both
+    assert _job_documents(es, prefix, board, {"job_id": flux["job_id"],
+                                              "cluster": flux["cluster"]},
+                          window) == [(flux["cluster"], flux["job_id"])]

@@ -211,8 +211,16 @@ def test_the_drill_down_reads_one_job() -> None:
         "cluster": "query", "job_id": "textbox"}
     sources = {t["datasource"]["uid"] for _, t in _es_targets(job)}
     assert sources == {"jobstream-jobs-submit", "jobstream-events"}
+    (job_id,) = (v for v in job["templating"]["list"] if v["name"] == "job_id")
+    # no job by default: the id is matched as a phrase, never as a wildcard
+    assert job_id["current"]["value"] == ""
     for p, t in _es_targets(job):
-        assert "(job_id:$job_id OR job_id_f58:$job_id)" in t["query"]
+        assert '(job_id:"$job_id" OR job_id_f58:"$job_id")' in t["query"]
+        assert p["fieldConfig"]["defaults"]["noValue"].startswith("No job")
+        if p["title"] == "Job document":
+            # every match (one per cluster with Cluster All), whatever _doc order shows
+            assert t["metrics"] == [{"id": "1", "type": "raw_data",
+                                     "settings": {"size": "1000"}}]
         if p["title"] == "Durations":
             # one job, the latest submitted: terms of size 1 ordered by max(t_submit), as
             # Grafana's raw data sorts on _doc before t_submit (grafana_query._sort)
