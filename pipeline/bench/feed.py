@@ -62,6 +62,8 @@ class Feed:
     #: offline fold: document id -> job document (fold output, before enrichment)
     documents: Mapping[str, Mapping[str, Any]]
     truth: Mapping[str, Mapping[str, Any]]
+    #: distinct event ids: the event documents the sink indexes
+    distinct_events: int
 
     @property
     def total_events(self) -> int:
@@ -84,9 +86,11 @@ def build_feed(spec: WorkloadSpec) -> Feed:
     folds: dict[str, JobFold] = {}
     counts: list[int] = []
     revisions: list[int] = []
+    event_ids: set[str] = set()
     for rec in records:
         evs: list[JobEvent] = normalize(raw_record(rec))
         counts.append(len(evs))
+        event_ids.update(ev.event_id for ev in evs)
         jf = folds.get(rec.key)
         if jf is None:
             jf = folds[rec.key] = JobFold()
@@ -94,7 +98,8 @@ def build_feed(spec: WorkloadSpec) -> Feed:
             jf.add(ev)
         revisions.append(jf.revision)
     documents = {doc_id(d): d for jf in folds.values() for d in jf.documents()}
-    return Feed(spec, records, counts, revisions, documents, workload.truth)
+    return Feed(spec, records, counts, revisions, documents, workload.truth,
+                len(event_ids))
 
 
 def expected_documents(cfg: Config, feed: Feed) -> dict[str, dict[str, Any]]:

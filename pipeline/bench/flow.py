@@ -49,7 +49,7 @@ from pipeline.errors import ServiceError
 from pipeline.fold import doc_id
 from pipeline.offsets import Positions
 from pipeline.readback import job_documents, jobs_alias, not_yet, refresh
-from pipeline.sink.names import Family
+from pipeline.sink.names import Family, alias_name
 from pipeline.topics import ensure_topics
 
 __all__ = ["E2EResult", "LatencyResult", "index_writes", "run_e2e", "run_latency"]
@@ -159,25 +159,34 @@ def _first_output(cfg: Config, f: Flow, timeout: float) -> float:
                        f"{f.workers[0].log})")
 
 
-def _all_visible(es: Elasticsearch, alias: str, feed: Feed, f: Flow, timeout: float
+def _all_visible(es: Elasticsearch, cfg: Config, feed: Feed, f: Flow, timeout: float
                  ) -> float:
+    """When every job document stands at its final revision and every event is indexed:
+    the sink writes states and events from two topics, and one may be ahead of the other
+    (the flow stops right after, so an event not yet written would never be)."""
+    jobs = jobs_alias(cfg)
+    events = alias_name(cfg.elasticsearch.index_prefix, Family.EVENTS)
+    want = (feed.jobs, feed.revision_sum, feed.distinct_events)
     deadline = time.monotonic() + timeout
-    got: tuple[int, int] = (0, 0)
+    got: tuple[int, int, int] = (0, 0, 0)
     while time.monotonic() < deadline:
         f.check()
         try:
-            resp = es.search(index=alias, size=0, track_total_hits=True,
+            resp = es.search(index=jobs, size=0, track_total_hits=True,
                              aggs={"rev": {"sum": {"field": "revision"}}})
             got = (int(resp["hits"]["total"]["value"]),
-                   int(resp["aggregations"]["rev"]["value"]))
+                   int(resp["aggregations"]["rev"]["value"]), got[2])
+            if got[:2] == want[:2]:
+                got = (*got[:2], int(es.count(index=events)["count"]))
         except ApiError as exc:
             if not not_yet(exc):
                 raise
-        if got == (feed.jobs, feed.revision_sum):
+        if got == want:
             return time.monotonic()
         time.sleep(PROBE_S)
     raise ServiceError(f"after {timeout:.0f} s, {got[0]} of {feed.jobs} job documents are "
-                       f"searchable with revision sum {got[1]} of {feed.revision_sum}")
+                       f"searchable with revision sum {got[1]} of {feed.revision_sum}, and "
+                       f"{got[2]} of {feed.distinct_events} events")
 
 
 def run_e2e(cfg: Config, es: Elasticsearch, feed: Feed, logs: Path, *, workers: int,
@@ -190,7 +199,7 @@ def run_e2e(cfg: Config, es: Elasticsearch, feed: Feed, logs: Path, *, workers: 
             f.rss.sample()
             cpu0 = dict(f.rss.cpu_s)
         with console.status(f"e2e: {feed.total_events} events -> {feed.jobs} job documents"):
-            last = _all_visible(es, jobs_alias(cfg), feed, f, timeout)
+            last = _all_visible(es, cfg, feed, f, timeout)
         f.rss.sample()
         peak = {k: mib(v) for k, v in f.rss.peak.items()}
         end = {k: mib(v) for k, v in f.rss.last.items()}
