@@ -15,7 +15,7 @@ from __future__ import annotations
 import grp
 import pwd
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -38,6 +38,12 @@ class Enricher:
     users: Mapping[int, UserInfo] = field(default_factory=dict)
     nodes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     use_host_db: bool = True
+    #: the host's answers, remembered for the life of this stage (one worker process):
+    #: not for the life of the module, so that a new stage sees users added since
+    _host: Callable[[int], UserInfo] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_host", lru_cache(maxsize=65536)(_host_user))
 
     @classmethod
     def from_config(cls, passwd_file: str = "", users_file: str = "", topology_file: str = "",
@@ -59,7 +65,7 @@ class Enricher:
         known = self.users.get(uid)
         if known is not None or not self.use_host_db:
             return known or UserInfo()
-        return _host_user(uid)
+        return self._host(uid)
 
     def facts(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """``values`` (a document or a ``facts`` map) with the missing names filled in."""
@@ -115,7 +121,6 @@ def _read_passwd(path: str) -> dict[int, UserInfo]:
     return users
 
 
-@lru_cache(maxsize=65536)
 def _host_user(uid: int) -> UserInfo:
     try:
         entry = pwd.getpwuid(uid)

@@ -1,3 +1,5 @@
+import pytest
+
 from pipeline.enrich import Enricher
 
 
@@ -39,3 +41,22 @@ def test_topology(tmp_path):
     e = Enricher.from_config(topology_file=topo, use_host_db=False)
     out = e.facts({"nodelist": ["n1", "n2", "n3"]})
     assert out["racks"] == ["r1", "r2"] and out["node_types"] == ["gpu"]
+
+
+def test_a_new_stage_sees_users_the_host_gained_since_an_older_one_asked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The host's answers are remembered per stage, not per process: a test (or a replay)
+    # that builds its stage after a user was created must see that user, as a freshly
+    # started worker does.
+    import pwd
+    known: dict[int, pwd.struct_passwd] = {}
+
+    def getpwuid(uid: int) -> pwd.struct_passwd:
+        return known[uid]
+
+    monkeypatch.setattr(pwd, "getpwuid", getpwuid)
+    before = Enricher()
+    assert before.facts({"uid": 4242}) == {"uid": 4242}
+    known[4242] = pwd.struct_passwd(("newbie", "x", 4242, 4242, "", "/home/newbie", "/bin/sh"))
+    assert before.facts({"uid": 4242}) == {"uid": 4242}  # remembered for this stage's life
+    assert Enricher().facts({"uid": 4242})["user"] == "newbie"
