@@ -14,6 +14,11 @@ job documents against what Slurm itself reported for such jobs (``tests/data/slu
 real-22.05``): one document per job and per array task, states, results, exit codes,
 users, accounts and partitions, and that every source reached them.
 
+Three more measure usage (issue 13), beside the time-out job so they add no wall time:
+one keeping a core busy, one sleeping, one touching 200 MiB against ``--mem=400M``. Their
+documents must carry the CPU efficiency and peak memory sacct's steps give
+(``pipeline.parsers.slurm_json``); the figures are reported as ``e2e_usage_*``.
+
 Figures, reported and never asserted (terminal summary and ``<slurm root>/e2e-figures.json``):
 latency from a job's end to a search finding its document done; the edge's resident memory
 and CPU per 1,000 records, over the run and over a burst of 1,000 jobcomp POSTs and 1,000
@@ -78,7 +83,13 @@ POLL_S = 5.0
 #: records of each kind in the burst that measures the edge's cost per record
 BURST = 1000
 
-STARTED = ("completed", "failed", "cancelled_running", "timeout")
+#: the usage jobs (issue 13): one core kept busy, a sleep, 200 MiB touched against 400M
+USAGE_JOBS = ("cpu_bound", "sleeping", "memory")
+BUSY_S = 15
+MEM_TOUCHED_MB = 200
+MEM_ASKED_MB = 400
+
+STARTED = ("completed", "failed", "cancelled_running", "timeout", *USAGE_JOBS)
 # Held or waiting on a dependency until cancelled: never started, never even eligible.
 # sacct on 22.05 leaves such jobs out of every --starttime/--endtime window (without
 # --state it selects on the eligible time, which they lack), so the poller's sacct never
@@ -204,6 +215,15 @@ def submit_jobs(cluster: SlurmCluster) -> dict[str, str]:
     jobs["completed"] = cluster.submit("echo hello", name="ok-job")
     jobs["array"] = cluster.submit("echo task $SLURM_ARRAY_TASK_ID", name="array-job",
                                    array="1-3")
+    # jobacct_gather samples every 30 s by default: short jobs would have no MaxRSS
+    sampled = ["--acctg-freq=task=1"]
+    jobs["cpu_bound"] = cluster.submit(f"timeout {BUSY_S} sh -c 'while :; do :; done' || true",
+                                       name="usage-busy", extra=sampled)
+    jobs["sleeping"] = cluster.submit(f"sleep {BUSY_S}", name="usage-sleep", extra=sampled)
+    # bytes * n writes every page, so all of it is resident while the job sleeps
+    jobs["memory"] = cluster.submit(
+        f"python3 -c 'import time; b = bytes([1]) * ({MEM_TOUCHED_MB} * 2**20); "
+        "time.sleep(8)'", name="usage-mem", extra=[*sampled, f"--mem={MEM_ASKED_MB}M"])
     return jobs
 
 
@@ -411,9 +431,16 @@ def run(slurm_cluster: SlurmCluster, slurm_root: Path, e2e_cfg: Config, hook_dir
                      lambda: not missing_sources(r, events_by_job(cfg, r.ids())), checks,
                      SOURCES_WAIT_S, interval=1.0,
                      detail=lambda: str(missing_sources(r, events_by_job(cfg, r.ids()))))
+            # sacct's end event is indexed; the state it updated may be a flush behind
+            usage_ids = [r.jobs[n] for n in USAGE_JOBS]
+            wait_for("the usage jobs' documents with their usage",
+                     lambda: all(d.get("cpu_time_s") is not None
+                                 for d in job_documents(cfg, usage_ids)), checks,
+                     SOURCES_WAIT_S, interval=1.0)
         watcher.stop()
         r.events = events_by_job(cfg, r.ids())
         r.docs = job_documents(cfg, r.ids())
+        r.figures.update(usage_report(r))
         r.raw = read_raw(cfg, cfg.topics.raw)
         r.dlq = sum(end_offsets(cfg, cfg.topics.dlq).values())
         r.figures.update(usage_figures("edge", edge_start, edge.usage(), len(r.raw)))
@@ -426,6 +453,18 @@ def run(slurm_cluster: SlurmCluster, slurm_root: Path, e2e_cfg: Config, hook_dir
     r.figures["module_s"] = time.monotonic() - t0
     _report(slurm_cluster, slurm_root, r)
     return r
+
+
+def usage_report(r: Run) -> dict[str, float]:
+    """The usage jobs' figures, as the documents state them (NaN where one is missing)."""
+    out: dict[str, float] = {}
+    for name in USAGE_JOBS:
+        doc = r.doc(name)
+        for key in ("cpu_time_s", "cpu_eff_pct", "run_s", "mem_max_mb", "mem_max_pct",
+                    "mem_alloc_mb"):
+            value = doc.get(key)
+            out[f"usage_{name}_{key}"] = float("nan") if value is None else float(value)
+    return out
 
 
 def _report(cluster: SlurmCluster, root: Path, r: Run) -> None:
@@ -537,6 +576,28 @@ def test_the_shipped_hook_delivered_every_prolog_and_epilog_through_the_socket(
     assert not any(e["SLURM_JOB_ID"] in {run.jobs[n] for n in NEVER_STARTED} for e in envs)
     # each hook record carries its own time (the script adds it)
     assert all(float(e["JOBSTREAM_HOOK_TIME"]) > 0 for e in envs)
+
+
+def test_usage_of_a_busy_core_a_sleep_and_touched_memory(run: Run) -> None:
+    """seff's figures from sacct's steps, after the end (issue 13). The busy job shares the
+    host's cores with Kafka, Elasticsearch and the pipeline, so its efficiency is bounded
+    well below 100 % here; a sleeping job's is near 0 either way."""
+    busy, sleeping, memory = (run.doc(n) for n in USAGE_JOBS)
+    for doc in (busy, sleeping, memory):
+        assert doc["state"] == "done" and doc["result"] == "completed", doc["job_id"]
+        assert doc["ncores"] == 1 and doc["run_s"] >= 1, doc["job_id"]
+        assert doc["cpu_eff_pct"] == pytest.approx(
+            100 * doc["cpu_time_s"] / (doc["run_s"] * doc["ncores"])), doc["job_id"]
+    assert 60 <= busy["cpu_eff_pct"] <= 105
+    assert busy["cpu_time_s"] >= 0.6 * BUSY_S
+    assert sleeping["cpu_eff_pct"] < 2
+    # MaxRSS: the touched bytes plus the interpreter and the batch shell, of the 400M given
+    assert memory["mem_alloc_mb"] == MEM_ASKED_MB
+    assert MEM_TOUCHED_MB <= memory["mem_max_mb"] <= MEM_TOUCHED_MB + 40
+    assert memory["mem_max_pct"] == pytest.approx(100 * memory["mem_max_mb"] / MEM_ASKED_MB)
+    assert 50 <= memory["mem_max_pct"] <= 60
+    # the sink leaves null fields out of the indexed document
+    assert {d.get("gpu_util_pct") for d in (busy, sleeping, memory)} == {None}
 
 
 def test_jobcomp_records_came_through_the_receiver_keyed_by_job(run: Run) -> None:
