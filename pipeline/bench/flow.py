@@ -137,6 +137,9 @@ class E2EResult:
     #: CPU seconds each process used from the worker's first output to the last document
     cpu_s: dict[str, float]
     check: DocCheck
+    #: event documents indexed: one per distinct event id (a job polled twice states some
+    #: of its events twice, in ``events``)
+    event_documents: int
 
     @property
     def events_per_s(self) -> float:
@@ -209,7 +212,8 @@ def run_e2e(cfg: Config, es: Elasticsearch, feed: Feed, logs: Path, *, workers: 
     check = check_documents(expected_documents(cfg, feed),
                             list(job_documents(es, jobs_alias(cfg))))
     return E2EResult(workers, len(feed.records), feed.total_events, feed.jobs,
-                     first - spawned, last - first, writes, peak, end, cpu, check)
+                     first - spawned, last - first, writes, peak, end, cpu, check,
+                     feed.distinct_events)
 
 
 @dataclass
