@@ -88,6 +88,10 @@ Field rules that are choices (Flux facts: flux.md section 2.3):
   describe the latest run of a requeued job (sacct without ``--duplicates`` reports the
   latest run and its steps only); an interrupted run's usage is not added in. Flux:
   none, its journal has no usage (design 4, "null where the source cannot tell").
+  ``cpu_eff_x_nh`` and ``mem_eff_x_nh`` are ``cpu_eff_pct`` and ``mem_max_pct`` times
+  ``node_hours``, for node-hour weighted means without scripts. ``node_hours`` counts
+  every run of a requeued job while the efficiencies are the latest run's: the earlier
+  runs' hours weigh the latest run's figure (sacct without ``--duplicates`` has no other).
 * ``revision``: the number of distinct (event id, content) pairs folded for the job key.
   It only grows as events arrive, is the same for any order, and is shared by every
   incarnation of a key (an event can move to a new incarnation when its submit arrives; a
@@ -130,6 +134,7 @@ DOC_FIELDS: tuple[str, ...] = (
     "size_bucket", "gpu_bucket", "wait_bucket", "runtime_bucket",
     "run_interval", "pending_interval",
     "cpu_time_s", "cpu_eff_pct", "mem_max_mb", "mem_max_pct", "gpu_util_pct",
+    "cpu_eff_x_nh", "mem_eff_x_nh",
     "pending_reason",
     "revision", "updated_at",
 )
@@ -818,6 +823,7 @@ class _Incarnation:
         self._derived(doc, wait_s, run_s)
         for name in _USAGE_FACTS:
             doc[name] = run.fact(name)
+        self._usage_weights(doc)
 
         if begin is not None:
             doc["run_interval"] = _interval(begin, t_end)
@@ -846,6 +852,18 @@ class _Incarnation:
                              ("runtime_bucket", duration_bucket(run_s))):
             if bucket is not None:
                 doc[name] = bucket[1]
+
+    @staticmethod
+    def _usage_weights(doc: dict[str, Any]) -> None:
+        """Efficiencies times node-hours: panels may not divide (no scripts), so a
+        node-hour weighted mean is sum(product) / sum(node_hours) of the jobs that have
+        the efficiency, two sums and a Grafana expression, as ``ef_x_nh`` does."""
+        hours = doc["node_hours"]
+        if hours is None:
+            return
+        for eff, product in (("cpu_eff_pct", "cpu_eff_x_nh"), ("mem_max_pct", "mem_eff_x_nh")):
+            if doc[eff] is not None:
+                doc[product] = doc[eff] * hours
 
 
 def _interval(gte: int, lt: int | None) -> dict[str, int | None] | None:

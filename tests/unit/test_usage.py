@@ -274,3 +274,14 @@ def test_a_requeued_job_shows_its_last_runs_usage() -> None:
     [doc] = fold([first, requeued, second])
     assert doc["requeue_count"] == 1 and doc["nodelist"] == ["n2"]
     assert (doc["cpu_time_s"], doc["cpu_eff_pct"]) == (6.0, 10.0)
+
+
+def test_efficiencies_weighted_by_node_hours_for_the_panels() -> None:
+    # RUN: 1 node from T0 + 10 to T0 + 110 = 100 s of one node
+    doc = fold([SACCT_END])[0]
+    assert doc["node_hours"] == pytest.approx(100 / 3600)
+    assert doc["cpu_eff_x_nh"] == pytest.approx(75.0 * 100 / 3600)
+    assert doc["mem_eff_x_nh"] == pytest.approx(50.0 * 100 / 3600)
+    # no usage (jobcomp only): no product, so the weighted mean's sums skip the job
+    bare = fold([JOBCOMP_END])[0]
+    assert (bare["cpu_eff_x_nh"], bare["mem_eff_x_nh"]) == (None, None)
