@@ -15,7 +15,7 @@ from typing import Any
 
 from pipeline.fold import doc_id
 
-__all__ = ["CHECKED_FIELDS", "KEY_FIELDS", "Comparison", "compare"]
+__all__ = ["CHECKED_FIELDS", "KEY_FIELDS", "TOLERANCES", "Comparison", "compare"]
 
 #: What a job's outcome is judged by: the demo's "matches the truth".
 KEY_FIELDS: tuple[str, ...] = ("state", "result", "exit_code")
@@ -23,12 +23,18 @@ KEY_FIELDS: tuple[str, ...] = ("state", "result", "exit_code")
 #: Every truth field compared (when the truth of that job has it). Not ``ngpus``: the
 #: truth says 0 for a job given no GPU, the fold leaves it unknown (null).
 #: ``pending_reason`` is checkable on final documents: the reason a job cancelled while
-#: pending waited for, None for a job that ran.
+#: pending waited for, None for a job that ran. The usage percentages: sacct's figures of a
+#: Slurm job that ran, None where there is no usage (within ``TOLERANCES``).
 CHECKED_FIELDS: tuple[str, ...] = (
     "cluster", "scheduler", "job_id", "job_id_f58", "job_name", "user", "uid", "bank",
     "queue", "qos", "state", "result", "exit_code", "cancelled_before_start", "nnodes",
-    "ncores", "nodelist", "pending_reason",
+    "ncores", "nodelist", "pending_reason", "cpu_eff_pct", "mem_max_pct", "gpu_util_pct",
 )
+
+#: Fields compared within this absolute difference: percentages the parser computes in
+#: floating point from the records' integers, in another order than the truth does.
+TOLERANCES: Mapping[str, float] = {"cpu_eff_pct": 1e-6, "mem_max_pct": 1e-6,
+                                   "gpu_util_pct": 1e-6}
 
 
 @dataclass
@@ -78,7 +84,7 @@ def compare(truth: Mapping[str, Mapping[str, Any]], docs: Iterable[Mapping[str, 
         if doc is None:
             out.missing.append(key)
             continue
-        wrong = [f for f in CHECKED_FIELDS if f in want and doc.get(f) != want[f]]
+        wrong = [f for f in CHECKED_FIELDS if f in want and _differs(f, doc.get(f), want[f])]
         for name in wrong:
             out.field_errors[name] += 1
             if len(out.examples) < max_examples:
@@ -88,3 +94,10 @@ def compare(truth: Mapping[str, Mapping[str, Any]], docs: Iterable[Mapping[str, 
         if not any(f in wrong for f in KEY_FIELDS):
             out.key_matches += 1
     return out
+
+
+def _differs(name: str, got: Any, want: Any) -> bool:
+    tolerance = TOLERANCES.get(name)
+    if tolerance is not None and isinstance(got, int | float) and isinstance(want, int | float):
+        return abs(got - want) > tolerance
+    return bool(got != want)

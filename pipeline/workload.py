@@ -17,6 +17,15 @@ final document can be checked for: the last reason of a job cancelled while pend
 ``held`` or ``dependency`` when never released, else ``resources``), None for every job
 that ran. The reasons come from their own random stream, so a seed's jobs, times and
 outcomes are the same as before reasons were added.
+
+Slurm jobs that ran are reported by accounting after their end too: a ``sacct --json``
+document (data_parser v0.0.44, Slurm 25.11) whose steps carry usage (user and system CPU
+times, MaxRSS in ``tres.requested.max``, ``gres/gpuutil`` in ``tres.requested.average``
+for most GPU jobs) drawn for a usage profile (``USAGE_PROFILES``: efficient, idle, memory
+heavy; out-of-memory jobs near their memory). The truth has the ``cpu_eff_pct``,
+``mem_max_pct`` and ``gpu_util_pct`` those steps give (None where there is no usage:
+Flux, jobs that never ran, GPU jobs without gpuutil accounting). Usage comes from its own
+random stream as well: the jobs themselves are unchanged.
 """
 
 from __future__ import annotations
@@ -66,6 +75,20 @@ SLURM_REPOLL_MIN_WAIT_S = 2.0
 #: How Flux jobs start to wait -> weight: plain, submitted held (urgency 0) or dependent
 FLUX_WAITS = {"plain": 80, "held": 10, "dependency": 10}
 
+#: Usage profile of a Slurm job that ran -> weight, and its (CPU efficiency, peak memory
+#: per node) ranges in percent: busy and right-sized, idle (under 10 % of both: the
+#: "wasted" panels have jobs to show), or using most of its memory.
+USAGE_PROFILES = {"efficient": 55, "idle": 20, "memory_heavy": 25}
+_PROFILE_RANGES = {"efficient": ((60.0, 98.0), (15.0, 60.0)),
+                   "idle": ((0.5, 9.5), (1.0, 9.0)),
+                   "memory_heavy": ((35.0, 90.0), (75.0, 98.0))}
+#: Share of GPU jobs whose steps state gres/gpuutil (the rest: a site without it)
+GPU_UTIL_ACCOUNTED = 0.75
+#: MiB of memory allocated per CPU (the squeue/jobcomp tres_req's mem=<cores x 2000>M)
+MEM_PER_CPU_MB = 2000
+#: seconds after the end at which the sacct poll reports a job
+SACCT_DELAY_S = 2.0
+
 
 @dataclass(frozen=True, slots=True)
 class GeneratedRecord:
@@ -101,8 +124,10 @@ class Workload:
         self._rng = random.Random(spec.seed)
         # a stream of its own: the main one, and so every seed's jobs, stay as they were
         self._reasons = random.Random(f"{spec.seed}:pending-reasons")
-        self._heap: list[tuple[float, int, GeneratedRecord]] = []
+        self._usage = random.Random(f"{spec.seed}:usage")
+        self._heap: list[tuple[float, int, int, GeneratedRecord]] = []
         self._n = 0
+        self._aux = 0
         self._slurm_ids: dict[str, int] = {}
         self._build()
 
@@ -111,16 +136,22 @@ class Workload:
         heap = list(self._heap)
         heapq.heapify(heap)
         while heap:
-            yield heapq.heappop(heap)[2]
+            yield heapq.heappop(heap)[3]
 
     def __len__(self) -> int:
         return len(self._heap)
 
     # -- building ---------------------------------------------------------------------
 
-    def _emit(self, rec: GeneratedRecord) -> None:
-        self._n += 1
-        self._heap.append((rec.time, self._n, rec))
+    def _emit(self, rec: GeneratedRecord, *, counted: bool = True) -> None:
+        """``counted=False`` for records added after the original ones (sacct): the
+        count seeds Flux job ids and orders ties, so it must not see them, or every later
+        job of a seed would change."""
+        if counted:
+            self._n += 1
+        else:
+            self._aux += 1
+        self._heap.append((rec.time, self._n, self._aux if not counted else 0, rec))
 
     def _build(self) -> None:
         rng, spec = self._rng, self.spec
@@ -188,7 +219,7 @@ class Workload:
         truth: dict[str, Any] = {"cluster": cluster, "scheduler": "flux", "job_id": str(jobid),
                                  "job_id_f58": f58_encode(jobid), "uid": uid, "bank": bank,
                                  "queue": queue, "job_name": name, "state": "done",
-                                 "pending_reason": None}
+                                 "pending_reason": None, **_NO_USAGE}
         if cancelled_pending:
             events += [(ta, "exception", {"type": "cancel", "severity": 0, "userid": uid,
                                           "note": ""}), (ta + 0.01, "clean", None)]
@@ -287,7 +318,7 @@ class Workload:
         truth: dict[str, Any] = {"cluster": cluster, "scheduler": "slurm", "job_id": str(jobid),
                                  "user": user, "uid": uid, "bank": bank, "queue": partition,
                                  "qos": qos, "job_name": name, "state": "done",
-                                 "pending_reason": None}
+                                 "pending_reason": None, **_NO_USAGE}
         reason = _pick(self._reasons, SLURM_REASONS)
         polls = [(t_submit, reason)]
         if wait >= SLURM_REPOLL_MIN_WAIT_S:
@@ -352,7 +383,111 @@ class Workload:
                                    (f",gres/gpu={gpus}" if gpus else "")
         self._emit(GeneratedRecord(float(t_end) + 0.5, cluster, "slurm", "slurm-jobcomp", key,
                                    json.dumps(record, separators=(",", ":")).encode()))
+        if started:
+            job = {"job_id": jobid, "cluster": cluster, "name": name, "user": user,
+                   "group": user, "account": bank, "partition": partition, "qos": qos,
+                   "working_directory": f"/home/{user}/{name}", "nodes": _hostlist(hosts),
+                   "allocation_nodes": nodes, "restart_cnt": 0, "state": state,
+                   "exit_code": (exit_code, signal), "limit_min": limit_min,
+                   "times": (t_submit, t_start, t_end), "cores": cores, "gpus": gpus}
+            payload, usage = self._sacct(job, outcome)
+            truth.update(usage)
+            self._emit(GeneratedRecord(float(t_end) + SACCT_DELAY_S, cluster, "slurm",
+                                       "slurm-sacct", key, payload), counted=False)
         self.truth[key] = truth
+
+    def _sacct(self, job: dict[str, Any], outcome: str) -> tuple[bytes, dict[str, Any]]:
+        """The sacct document of a Slurm job that ran, and the usage figures its steps
+        give (what parse_sacct computes from them, so the truth is exact up to float
+        rounding)."""
+        rng = self._usage
+        profile = "memory_heavy" if outcome == "oom" else _pick(rng, USAGE_PROFILES)
+        (cpu_lo, cpu_hi), (mem_lo, mem_hi) = _PROFILE_RANGES[profile]
+        if outcome == "oom":
+            mem_lo, mem_hi = 96.0, 100.0
+        t_submit, t_start, t_end = job["times"]
+        elapsed, cores, gpus, nodes = t_end - t_start, job["cores"], job["gpus"], \
+            job["allocation_nodes"]
+        # CPU microseconds over all steps, split between the batch step (a little) and
+        # the srun step (the rest), each into user and system time
+        cpu_us = round(rng.uniform(cpu_lo, cpu_hi) / 100 * elapsed * cores * 1e6)
+        batch_us = cpu_us // 50
+        mem_node_mb = cores * MEM_PER_CPU_MB / nodes
+        rss = int(rng.uniform(mem_lo, mem_hi) / 100 * mem_node_mb * 2**20)
+        gpu_util = round(rng.uniform(*((0.0, 9.0) if profile == "idle" else (40.0, 98.0))))
+        gpu_accounted = bool(gpus) and rng.random() < GPU_UTIL_ACCOUNTED
+        steps = [_sacct_step(f"{job['job_id']}.batch", "batch", elapsed, batch_us,
+                             rss // 8, None),
+                 _sacct_step(f"{job['job_id']}.0", job["name"], elapsed, cpu_us - batch_us,
+                             rss, gpu_util if gpu_accounted else None)]
+        code, sig = job["exit_code"]
+        alloc = [_tres("cpu", cores, 1), _tres("mem", cores * MEM_PER_CPU_MB, 2),
+                 _tres("node", nodes, 4), _tres("billing", cores, 5)]
+        if gpus:
+            alloc.append({"type": "gres", "name": "gpu", "id": 1001, "count": gpus})
+        record = {
+            "job_id": job["job_id"], "cluster": job["cluster"], "name": job["name"],
+            "user": job["user"], "group": job["group"], "account": job["account"],
+            "partition": job["partition"], "qos": job["qos"],
+            "working_directory": job["working_directory"], "nodes": job["nodes"],
+            "allocation_nodes": nodes, "restart_cnt": 0,
+            "array": {"job_id": 0, "task_id": _number(None), "task": ""},
+            "het": {"job_id": 0, "job_offset": _number(None)},
+            "state": {"current": [job["state"]], "reason": "None"},
+            "exit_code": {"status": ["SIGNALED" if sig else "SUCCESS" if code == 0
+                                     else "ERROR"],
+                          "return_code": _number(code), "signal": {"id": _number(sig or None),
+                                                                   "name": ""}},
+            "time": {"elapsed": elapsed, "submission": t_submit, "eligible": t_submit,
+                     "start": t_start, "end": t_end, "suspended": 0,
+                     "limit": _number(job["limit_min"])},
+            "required": {"CPUs": cores, "memory_per_cpu": _number(MEM_PER_CPU_MB),
+                         "memory_per_node": _number(None)},
+            "tres": {"allocated": alloc, "requested": alloc},
+            "steps": steps,
+        }
+        doc = {"meta": {"plugin": {"type": "", "name": "",
+                                   "data_parser": "data_parser/v0.0.44",
+                                   "accounting_storage": "accounting_storage/slurmdbd"},
+                        "slurm": {"version": {"major": "25", "micro": "7", "minor": "11"},
+                                  "release": "25.11.7", "cluster": job["cluster"]}},
+               "jobs": [record], "warnings": [], "errors": []}
+        usage = {"cpu_eff_pct": 100.0 * (cpu_us / 1e6) / (elapsed * cores),
+                 "mem_max_pct": 100.0 * (rss / 2**20) / mem_node_mb,
+                 "gpu_util_pct": float(gpu_util) if gpu_accounted else None}
+        return json.dumps(doc, separators=(",", ":")).encode(), usage
+
+
+#: The usage of a job without any (Flux; a Slurm job that never ran)
+_NO_USAGE: dict[str, Any] = {"cpu_eff_pct": None, "mem_max_pct": None, "gpu_util_pct": None}
+
+
+def _number(value: int | None) -> dict[str, Any]:
+    """Slurm's ``{set, infinite, number}`` integer (unset for None)."""
+    return {"set": value is not None, "infinite": False, "number": value or 0}
+
+
+def _tres(kind: str, count: int, tres_id: int) -> dict[str, Any]:
+    return {"type": kind, "name": "", "id": tres_id, "count": count}
+
+
+def _sacct_step(step_id: str, name: str, elapsed: int, cpu_us: int, rss_bytes: int,
+                gpu_util: int | None) -> dict[str, Any]:
+    """One step of a sacct record: its CPU time (90 % user, 10 % system), its MaxRSS and,
+    where accounted, its mean GPU utilisation."""
+    user_us = cpu_us * 9 // 10
+    system_us = cpu_us - user_us
+    average = [{"type": "gres", "name": "gpuutil", "id": 1002, "count": gpu_util}] \
+        if gpu_util is not None else []
+    return {
+        "time": {"elapsed": elapsed,
+                 "user": {"seconds": user_us // 10**6, "microseconds": user_us % 10**6},
+                 "system": {"seconds": system_us // 10**6,
+                            "microseconds": system_us % 10**6}},
+        "step": {"id": step_id, "name": name}, "state": ["COMPLETED"],
+        "tres": {"requested": {"max": [_tres("mem", rss_bytes, 2)], "min": [],
+                               "average": average, "total": []}},
+    }
 
 
 def _pick(rng: random.Random, weights: dict[str, int]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 
@@ -106,3 +107,58 @@ def test_pending_jobs_mid_workload_all_say_why_they_wait() -> None:
     assert len(pending) > 20 and all(reason for _, reason in reasons), reasons
     assert {("flux", "held"), ("flux", "resources"), ("slurm", "Priority"),
             ("slurm", "Resources")} <= set(reasons), reasons
+
+
+def _main_records_digest(w: Workload) -> str:
+    digest = hashlib.sha256()
+    for r in w.records():
+        if r.format != "slurm-sacct":
+            digest.update(repr((r.time, r.cluster, r.format, r.key)).encode() + r.payload)
+    return digest.hexdigest()
+
+
+def test_a_seeds_jobs_are_unchanged_by_the_sacct_records() -> None:
+    # seed 1's records before sacct was added (commit c6e0c67's workload): usage draws from
+    # its own stream and sacct records do not count towards Flux ids or tie order
+    w = Workload(WorkloadSpec(seed=1, jobs=200, start=START))
+    assert _main_records_digest(w) == \
+        "431ccf70a13886c3e79f3a7e7b1925a39da7e4a3622a7a9d66a540a1d1e7a44d"
+
+
+def test_slurm_jobs_that_ran_have_a_mix_of_usage_in_the_truth() -> None:
+    w = Workload(WorkloadSpec(seed=3, jobs=1000, start=START))
+    sacct = [json.loads(r.payload)["jobs"][0] for r in w.records()
+             if r.format == "slurm-sacct"]
+    ran = [t for t in w.truth.values()
+           if t["scheduler"] == "slurm" and not t["cancelled_before_start"]]
+    assert len(sacct) == len(ran) > 300
+    assert all(s["steps"] and s["tres"]["allocated"] for s in sacct)
+    cpu = [t["cpu_eff_pct"] for t in ran]
+    mem = [t["mem_max_pct"] for t in ran]
+    assert all(0 < c <= 100 for c in cpu) and all(0 < m <= 100 for m in mem)
+    assert sum(c < 10 for c in cpu) > 50  # idle
+    assert sum(c > 60 for c in cpu) > 100  # efficient
+    assert sum(m > 75 for m in mem) > 50  # memory heavy
+    assert all(t["mem_max_pct"] > 95 for t in ran if t["result"] == "oom")
+    gpu = [t for t in ran if t["ngpus"]]
+    accounted = [t["gpu_util_pct"] for t in gpu if t["gpu_util_pct"] is not None]
+    assert 0 < len(accounted) < len(gpu)
+    assert any(u < 10 for u in accounted) and any(u > 40 for u in accounted)
+    # no usage where the source has none: Flux, never started, no GPU
+    assert all(t["cpu_eff_pct"] is None and t["mem_max_pct"] is None
+               for t in w.truth.values() if t not in ran)
+    assert all(t["gpu_util_pct"] is None for t in ran if not t["ngpus"])
+
+
+def test_usage_is_checked_against_the_truth_within_rounding() -> None:
+    w = Workload(WorkloadSpec(seed=2, jobs=40, start=START, time_scale=0.05))
+    docs = folded(w)
+    slurm = next(i for i, d in enumerate(docs) if d["cpu_eff_pct"] is not None)
+    near = {**docs[slurm], "cpu_eff_pct": docs[slurm]["cpu_eff_pct"] + 1e-9}
+    assert compare(w.truth, [*docs[:slurm], near, *docs[slurm + 1:]]).ok
+    off = {**docs[slurm], "mem_max_pct": docs[slurm]["mem_max_pct"] + 0.5}
+    result = compare(w.truth, [*docs[:slurm], off, *docs[slurm + 1:]])
+    assert result.field_errors == Counter({"mem_max_pct": 1})
+    lost = {**docs[slurm], "cpu_eff_pct": None}
+    assert compare(w.truth, [*docs[:slurm], lost, *docs[slurm + 1:]]).field_errors == \
+        Counter({"cpu_eff_pct": 1})
