@@ -2,8 +2,9 @@
 
 A *record* is what one raw-topic message carries (``RawRecord.payload``): one journal
 response, one jobcomp line, one ``squeue --json`` / ``sacct --json`` document, one hook
-environment, or (``flux-eventlog``) one JSON object ``{"id", "eventlog", "jobspec", "R"}``
-built by the CLI from a job's eventlog, jobspec and R files.
+environment, one line of the lua submit plugins, or (``flux-eventlog``) one JSON object
+``{"id", "eventlog", "jobspec", "R"}`` built by the CLI from a job's eventlog, jobspec and
+R files.
 
 ``parse_record(fmt, payload, cluster=...)`` returns the events of a record or raises
 :class:`pipeline.errors.ParseError`; ``split_records(fmt, data)`` cuts a file into records
@@ -56,6 +57,11 @@ def _slurm_hook() -> RecordParser:
     return parse_hook
 
 
+def _slurm_submit_plugin() -> RecordParser:
+    from pipeline.parsers.slurm import parse_submit_plugin
+    return parse_submit_plugin
+
+
 #: format name -> (scheduler, loader of its record parser, True if a file holds one record a line)
 FORMATS: dict[str, tuple[str, Callable[[], RecordParser], bool]] = {
     "flux-journal": ("flux", _flux_journal, True),
@@ -64,6 +70,7 @@ FORMATS: dict[str, tuple[str, Callable[[], RecordParser], bool]] = {
     "slurm-squeue": ("slurm", _slurm_squeue, False),
     "slurm-sacct": ("slurm", _slurm_sacct, False),
     "slurm-hook": ("slurm", _slurm_hook, False),
+    "slurm-submit-plugin": ("slurm", _slurm_submit_plugin, True),
 }
 
 

@@ -11,6 +11,8 @@ Formats and versions read (``reference/slurm.md``):
 * ``slurm-squeue`` / ``slurm-sacct``: ``--json`` documents of data_parser v0.0.38 (22.05)
   to v0.0.4x (23.02 .. 26.x).
 * ``slurm-hook``: PrologSlurmctld / EpilogSlurmctld environments, ``env`` output or JSON.
+* ``slurm-submit-plugin``: lines of jobstream's job_submit.lua and cli_filter.lua
+  (submissions with their job id, changes of queued jobs, refused submissions).
 
 Every event's ``event_id`` includes the source family (jobcomp, squeue, sacct, hook): the
 same moment reported by two sources has two ids, and the fold merges their facts.
@@ -21,5 +23,6 @@ from __future__ import annotations
 from pipeline.parsers.slurm_hook import parse_hook
 from pipeline.parsers.slurm_jobcomp import parse_jobcomp
 from pipeline.parsers.slurm_json import parse_sacct, parse_squeue
+from pipeline.parsers.slurm_submit import parse_submit_plugin
 
-__all__ = ["parse_hook", "parse_jobcomp", "parse_sacct", "parse_squeue"]
+__all__ = ["parse_hook", "parse_jobcomp", "parse_sacct", "parse_squeue", "parse_submit_plugin"]

@@ -1,0 +1,135 @@
+"""``slurm-submit-plugin``: one line of jobstream's Slurm lua plugins -> events.
+
+Two lua scripts ship with the edge (``pipeline/edges/hooks/``) and append one JSON object a
+line to a local spool that the Slurm edge picks up (:mod:`pipeline.edges.slurm.submit`):
+
+* ``cli_filter.lua`` (``CliFilterPlugins=lua``), run by ``sbatch``/``salloc``/``srun`` as
+  the submitting user right after slurmctld gave the job its id: ``kind`` ``submit``, with
+  ``job_id`` and what the user asked (partition, account, qos, name, time limit, hold).
+* ``job_submit.lua`` (``JobSubmitPlugins=lua``), run inside slurmctld:
+  ``kind`` ``modify`` for every change of a queued job (``slurm_job_modify`` sees the job
+  record, so the id; only the fields the change sets are written), and ``kind``
+  ``refused`` for a submission the site's policy refused.
+
+Events:
+
+* ``submit`` -> ``validate`` (RFC 21: the job was accepted), with the request's facts.
+  Not ``submit``: cli_filter learns the id a moment after slurmctld stamped its submit
+  time, and Lua's clock has whole seconds, so the time may be a second late, and the fold
+  takes every ``submit`` time as a submit time (a later one opens a new incarnation of
+  the id). The exact submit time comes from squeue, sacct or jobcomp.
+* ``modify`` -> ``jobspec-update`` (Flux RFC 21's name for a change of a queued job's
+  request), facts ``timelimit_s``, ``queue``, ``qos``, ``bank``, ``job_name`` where the
+  change sets them; everything it sets (priority, nice, hold) in the context. A hold
+  (priority 0) adds a ``reason`` event: ``JobHeldUser`` when the job's owner held it,
+  ``JobHeldAdmin`` otherwise -- the state reason Slurm gives.
+* ``refused`` has no job id (Slurm assigns it only after the plugin accepted the job), so
+  no job event can carry it: the parser refuses it with ``submit-refused`` and the record
+  goes to the DLQ with the user, partition and the policy's reason in its bytes, counted
+  by ``jobstream_dlq_records_total{reason="submit-refused"}``. Synthetic job keys would
+  make documents of jobs that never existed.
+
+Lua cannot write a float reliably in every build, so ``time`` is an integer or a decimal
+string; ``time_limit`` is in minutes as Slurm's ``job_desc`` has it (NO_VAL: not set,
+INFINITE: unlimited, no fact).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pipeline.errors import ParseError
+from pipeline.model import JobEvent
+from pipeline.parsers.slurm_common import (
+    EventBuilder,
+    decode_json,
+    epoch,
+    opt_str,
+    put,
+    queue_name,
+    require_object,
+    slurm_int,
+)
+
+__all__ = ["SOURCE", "parse_submit_plugin"]
+
+SOURCE = "slurm-submit-plugin"
+FAMILY = "plugin"
+KINDS = frozenset({"submit", "modify", "refused"})
+#: record key -> (fact, kind of value) for the facts a submit or a change states
+_STR_FACTS = {"partition": "queue", "account": "bank", "qos": "qos", "job_name": "job_name",
+              "user": "user"}
+#: keys kept in the event context when present (what the change or submission set)
+_CONTEXT_KEYS = ("partition", "account", "qos", "job_name", "time_limit", "priority", "nice",
+                 "hold", "by_uid", "command")
+_MAX_LINE = 64 * 1024
+
+
+def parse_submit_plugin(payload: bytes, *, cluster: str,
+                        received_at: float | None = None) -> list[JobEvent]:
+    """The events of one plugin line (see the module docstring)."""
+    if isinstance(payload, str):
+        payload = payload.encode("utf-8", "surrogateescape")
+    if not isinstance(payload, bytes | bytearray | memoryview):
+        raise ParseError("bad-type", "submit plugin payload must be bytes")
+    data = bytes(payload)
+    if len(data) > _MAX_LINE:
+        raise ParseError("too-large", f"submit plugin line over {_MAX_LINE} bytes")
+    rec = require_object(decode_json(data, what="submit plugin line"),
+                         what="submit plugin line")
+    kind = rec.get("kind")
+    if kind not in KINDS:
+        raise ParseError("bad-value", f"kind: {str(kind)[:40]!r} is not one of "
+                         + ", ".join(sorted(KINDS)))
+    when = epoch(rec.get("time"), "time")
+    if when is None:
+        raise ParseError("missing-time", "submit plugin line has no time")
+    if kind == "refused":
+        user = opt_str(rec, "user") or str(slurm_int(rec.get("uid"), "uid"))
+        reason = opt_str(rec, "reason") or "no reason given"
+        raise ParseError("submit-refused", f"submission by {user[:64]} to partition "
+                         f"{(opt_str(rec, 'partition') or 'default')[:64]} refused: "
+                         f"{reason[:200]}")
+    job_id = slurm_int(rec.get("job_id"), "job_id")
+    if job_id is None or job_id <= 0:
+        raise ParseError("missing-field" if rec.get("job_id") is None else "bad-value",
+                         f"{kind} line has no job id")
+    facts = _facts(rec)
+    context = {k: rec[k] for k in _CONTEXT_KEYS if rec.get(k) is not None}
+    builder = EventBuilder(cluster=opt_str(rec, "cluster") or cluster, job_id=str(job_id),
+                           source=SOURCE, family=FAMILY)
+    if kind == "submit":
+        builder.add("validate", when, facts=facts, context=context)
+        return builder.events
+    by_uid = slurm_int(rec.get("by_uid"), "by_uid")
+    # two changes within one second are distinct facts: the id tells them apart by content
+    builder.add("jobspec-update", when, facts=facts, context=context,
+                id_extra=sorted(context.items()))
+    if rec.get("hold") is True:
+        owner = slurm_int(rec.get("uid"), "uid")
+        reason = "JobHeldUser" if by_uid is not None and by_uid == owner else "JobHeldAdmin"
+        builder.add("reason", when, facts={}, context={"state_reason": reason})
+    return builder.events
+
+
+def _facts(rec: dict[str, Any] | Any) -> dict[str, Any]:
+    facts: dict[str, Any] = {}
+    for key, fact in _STR_FACTS.items():
+        value = opt_str(rec, key)
+        put(facts, fact, queue_name(value) if fact == "queue" else value)
+    put(facts, "uid", slurm_int(rec.get("uid"), "uid"))
+    minutes = slurm_int(rec.get("time_limit"), "time_limit")
+    if minutes is not None:
+        if minutes < 0:
+            raise ParseError("bad-value", f"time_limit: {minutes} minutes")
+        put(facts, "timelimit_s", minutes * 60)
+    hold = rec.get("hold")
+    if hold is not None and not isinstance(hold, bool):
+        raise ParseError("bad-type", "hold must be true or false")
+    for key in ("priority", "nice", "by_uid"):
+        value = rec.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or not math.isfinite(value)):
+            raise ParseError("bad-type", f"{key} must be an integer")
+    return facts
