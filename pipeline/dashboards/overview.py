@@ -10,8 +10,10 @@ Panels follow ``reference/dashboards.md`` section 5.2 where the index model has 
   pending age combines with ``max``.
 * Job panels read the job documents through the data source whose time field matches the
   question (submits by submit time, waits by start time, outcomes by end time).
-* Ratios (failure rate, expansion factor) are Grafana math expressions over two counts or
-  sums; no panel uses an Elasticsearch script.
+* Ratios (failure rate, expansion factor, efficiency) are Grafana math expressions over
+  two counts or sums; no panel uses an Elasticsearch script. A node-hour weighted mean
+  divides the sum of a product the fold stores (``ef_x_nh``, ``cpu_eff_x_nh``,
+  ``mem_eff_x_nh``) by the sum of ``node_hours``.
 
 Not shown, because the documents do not carry the data: allocation as a share of capacity
 (no capacity in snapshots) and running cores by bank over time (snapshots have no bank;
@@ -28,6 +30,7 @@ from pipeline.dashboards.builder import (
     dashboard,
     date_histogram,
     es_target,
+    filters,
     histogram,
     math,
     metric,
@@ -442,12 +445,84 @@ def _usage_panels(grid: Grid) -> None:
     )
 
 
+#: (document field, its node-hour product, what it is) of the weighted efficiency panels
+_EFFICIENCIES = (("cpu_eff_pct", "cpu_eff_x_nh", "CPU efficiency"),
+                 ("mem_max_pct", "mem_eff_x_nh", "Memory efficiency"))
+_BY_TERM = {"user": "${__field.labels.user}", "bank": "${__field.labels.bank}"}
+#: Jobs without gpu_util_pct. "a OR NOT b" in Lucene is "a, and not b" (NOT is a
+#: must-not clause of the whole group), so the negation gets a group of its own.
+_NO_GPU_DATA = "(*:* NOT _exists_:gpu_util_pct)"
+#: Below this percent of its CPU, memory or GPUs a job counts as wasting them
+WASTE_PCT = 10
+
+
+def _weighted_efficiency(eff: str, product: str, what: str, by: str) -> dict[str, Any]:
+    """A node-hour weighted mean efficiency per ``by`` term over time: sum(eff x
+    node_hours) / sum(node_hours) of the jobs that have the efficiency (the others would
+    weigh in as 0), two hidden sums and a math expression, as the expansion factor."""
+    query = f"_exists_:{eff} AND {JOBS}"
+    buckets = [terms(by, size=10, order_by=0), date_histogram(JOBS_BY_END.time_field)]
+    return panel("timeseries", f"{what} by {by} (node-hour weighted)", [
+        es_target(JOBS_BY_END, "A", query=query, metrics=[metric("sum", product)],
+                  buckets=buckets, hide=True),
+        es_target(JOBS_BY_END, "B", query=query, metrics=[metric("sum", "node_hours")],
+                  buckets=buckets, hide=True),
+        math("C", "$A / $B"),
+    ], w=12, h=8, interval="1h", unit="percent",
+        field_config={"displayName": _BY_TERM[by], "min": 0}, options=_LEGEND,
+        description=f"{what} of the jobs ended in each hour, per {by} (top 10 by "
+                    f"{product}): each job's {eff} weighted by its node-hours, so a big "
+                    "job counts more than a short test. From sacct's steps after the end "
+                    "(Slurm only: Flux states no usage); jobs without it are left out.")
+
+
+def _efficiency_panels(grid: Grid) -> None:
+    grid.add(row("Efficiency"))
+    for eff, product, what in _EFFICIENCIES:
+        grid.add(*(_weighted_efficiency(eff, product, what, by) for by in ("user", "bank")))
+    grid.add(
+        panel("table", f"Jobs under {WASTE_PCT} % of their CPU or memory, by user", [
+            # the query keeps only such jobs, so the users are those with the most of them
+            es_target(JOBS_BY_END, "A",
+                      query=f"(cpu_eff_pct:<{WASTE_PCT} OR mem_max_pct:<{WASTE_PCT}) "
+                            f"AND {JOBS}",
+                      metrics=[metric("count"), metric("sum", "node_hours"),
+                               metric("sum", "core_hours")],
+                      buckets=[terms("user", size=50),
+                               filters((f"cpu_eff_pct:<{WASTE_PCT}", "CPU"),
+                                       (f"mem_max_pct:<{WASTE_PCT}", "memory"))]),
+        ], w=12, h=8,
+            description=f"Jobs ended in the time range that used under {WASTE_PCT} % of "
+                        "the CPU time they were given (cpu_eff_pct) or of their memory per "
+                        "node (mem_max_pct), per user, with their node- and core-hours: at "
+                        f"least {100 - WASTE_PCT} % of those CPU hours were idle. A job low on "
+                        "both counts in both rows. Slurm jobs with sacct usage only."),
+        panel("table", "GPU jobs with idle GPUs, by user", [
+            es_target(JOBS_BY_END, "A",
+                      query=f"ngpus:>0 AND (gpu_util_pct:<{WASTE_PCT} OR {_NO_GPU_DATA}) "
+                            f"AND {JOBS}",
+                      metrics=[metric("count"), metric("sum", "gpu_hours")],
+                      buckets=[terms("user", size=50),
+                               filters((f"gpu_util_pct:<{WASTE_PCT}",
+                                        f"GPUs under {WASTE_PCT} %"),
+                                       (_NO_GPU_DATA, "no data"))]),
+        ], w=12, h=8,
+            description=f"GPU jobs ended in the time range whose GPUs were busy under "
+                        f"{WASTE_PCT} % of the time on average (gpu_util_pct), with their "
+                        "GPU-hours, per user. 'no data': GPU jobs without gpu_util_pct, "
+                        "where the site does not account gres/gpuutil (AccountingStorageTRES "
+                        "with an acct_gather_gpu plugin) and every Flux job: their GPUs may "
+                        "be idle too, nothing says."),
+    )
+
+
 def build() -> dict[str, Any]:
     grid = Grid()
     _queue_panels(grid)
     _outcome_panels(grid)
     _wait_panels(grid)
     _usage_panels(grid)
+    _efficiency_panels(grid)
     variables = [
         query_var("cluster", "Cluster", JOBS_BY_SUBMIT, "cluster", all_value=ALL),
         query_var("queue", "Queue", JOBS_BY_SUBMIT, "queue", query="(cluster:$cluster)",
