@@ -220,9 +220,14 @@ class Monitor:
 
     @property
     def finished(self) -> bool:
-        """Every generated job is in the index, and done."""
-        c = self.figures.counts
-        return c.total >= len(self.ids) and c.of("state", "done") >= len(self.ids)
+        """Every generated job is in the index, and done, and every record published has
+        been through the worker and the sink (no lag): a done job still gets a revision
+        when sacct reports its usage, seconds after the end, which the truth checks."""
+        f = self.figures
+        c = f.counts
+        return (c.total >= len(self.ids) and c.of("state", "done") >= len(self.ids)
+                and f.published >= f.records and set(f.lag) >= set(self._groups)
+                and all(f.lag[name] == 0 for name in self._groups))
 
 
 def _port_free(port: int) -> bool:

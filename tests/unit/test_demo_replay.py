@@ -102,3 +102,27 @@ def test_final_report_compares_counts_with_the_truth() -> None:
     lines = {line.split()[0]: line.split()[1:] for line in text.splitlines()
              if line.strip() and line.split()[0] in ("completed", "failed")}
     assert lines["completed"][:2] == ["1", "1"] and lines["failed"][:2] == ["0", "1"]
+
+
+def test_the_demo_waits_for_the_records_after_the_jobs_are_done() -> None:
+    # sacct's usage comes after the end: all jobs done is not yet the final index
+    from pipeline.demo import Monitor
+
+    monitor = object.__new__(Monitor)
+    monitor.ids = ["c:1", "c:2"]
+    monitor._groups = {"worker": ("app", ["raw"]), "sink": ("app-sink", ["state"])}
+    done = JobCounts(total=2, by={"state": {"done": 2}})
+
+    def figures(published: int, lag: dict[str, int | None]) -> LiveFigures:
+        return LiveFigures(records=10, published=published, jobs=2, counts=done, lag=lag)
+
+    monitor.figures = figures(10, {"worker": 0, "sink": 3})
+    assert not monitor.finished
+    monitor.figures = figures(9, {"worker": 0, "sink": 0})
+    assert not monitor.finished
+    monitor.figures = figures(10, {"worker": None, "sink": 0})
+    assert not monitor.finished
+    monitor.figures = figures(10, {})
+    assert not monitor.finished
+    monitor.figures = figures(10, {"worker": 0, "sink": 0})
+    assert monitor.finished
