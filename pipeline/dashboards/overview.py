@@ -1,4 +1,4 @@
-"""The operations overview dashboard: queues, flow, outcomes, waits, usage, users.
+"""The operations overview dashboard: queues, flow, outcomes, waits, usage, users, efficiency.
 
 Panels follow ``reference/dashboards.md`` section 5.2 where the index model has the data:
 
@@ -536,8 +536,8 @@ def build() -> dict[str, Any]:
     ]
     return dashboard(
         UID, "jobstream: HPC operations overview",
-        description="Queues, job flow, outcomes, waits and usage of the clusters jobstream "
-                    "streams (Flux and Slurm), seconds behind the schedulers.",
+        description="Queues, job flow, outcomes, waits, usage and efficiency of the clusters "
+                    "jobstream streams (Flux and Slurm), seconds behind the schedulers.",
         panels=grid.panels, variables=variables,
         links=[{"title": "Job details", "type": "link", "icon": "info",
                 "url": f"/d/{JOB_UID}/jobstream-job", "keepTime": True,

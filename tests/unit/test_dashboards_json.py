@@ -199,7 +199,8 @@ def test_the_overview_covers_the_operations_questions() -> None:
                   "ends by result", "failure rate", "exceptions", "wait since submit",
                   "wait since eligible", "oldest pending", "prolog and epilog",
                   "node-hours by bank", "top users", "job sizes", "fast failures",
-                  "freshness"):
+                  "freshness", "cpu efficiency by user", "memory efficiency by bank",
+                  "idle gpus"):
         assert words in titles
     assert {v["name"] for v in overview["templating"]["list"]} >= {
         "cluster", "queue", "bank", "user"}
