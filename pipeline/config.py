@@ -206,6 +206,14 @@ class SlurmEdgeConfig:
     #: empty = <spool_dir>/hook-drop
     hook_drop_dir: str = ""
     hook_scan_s: float = 5.0
+    #: lines of jobstream's job_submit.lua and cli_filter.lua (``jobstream edge
+    #: install-lua``): a spool directory of append-only files, sticky and writable by all
+    #: (cli_filter runs as the submitting user), picked up every submit_scan_s
+    submit_plugins: bool = False
+    #: empty = <spool_dir>/submit-spool; users must reach it (the unit's StateDirectory
+    #: is the edge's alone): e.g. /var/spool/jobstream-submit
+    submit_spool_dir: str = ""
+    submit_scan_s: float = 1.0
     #: reconciliation poller (squeue and sacct --json)
     poller: bool = True
     poll_interval_s: float = 60.0

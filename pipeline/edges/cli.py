@@ -1,4 +1,4 @@
-"""``jobstream edge flux | slurm | status | install-hook``.
+"""``jobstream edge flux | slurm | status | install-hook | install-lua``.
 
 The same group runs standalone as ``python -m pipeline.edges ...`` (:mod:`pipeline.edges.__main__`),
 which imports nothing of the other areas: the daemons stay small.
@@ -179,3 +179,26 @@ def edge_install_hook(ctx: click.Context, dest: str, timeout: float) -> None:
     sock, drop = hook_paths(cfg)
     click.echo(f"installed {path} (socket {sock}, drop directory {drop}); in slurm.conf:\n"
                f"  PrologSlurmctld={path}\n  EpilogSlurmctld={path}")
+    click.echo("the lua plugins (submissions with their job id, changes of queued jobs, "
+               "refused submissions): jobstream edge install-lua <slurm.conf's directory>")
+
+
+@edge.command("install-lua")
+@click.argument("dest_dir", type=click.Path(file_okay=False))
+@click.option("--site-policy", type=click.Path(dir_okay=False), default=None,
+              help="The site's own job_submit.lua, renamed, which ours calls "
+                   "[default: DEST_DIR/job_submit.site.lua].")
+@click.pass_context
+def edge_install_lua(ctx: click.Context, dest_dir: str, site_policy: str | None) -> None:
+    """Write job_submit.lua and cli_filter.lua, with this config's submit spool, into
+    slurm.conf's directory (on slurmctld's host and on every submit host)."""
+    from pipeline.edges.slurm.hooks import LUA_SCRIPTS, install_lua
+    from pipeline.edges.slurm.submit import submit_spool_path
+
+    cfg = get_config(ctx)
+    spool = submit_spool_path(cfg)
+    paths = install_lua(spool, Path(dest_dir), site_policy=site_policy)
+    lines = "\n".join(f"  {LUA_SCRIPTS[p.name]}" for p in paths)
+    click.echo(f"installed {', '.join(str(p) for p in paths)} (submit spool {spool}); "
+               f"in slurm.conf:\n{lines}\nscontrol reconfigure (slurmctld) loads "
+               "job_submit.lua; the clients read cli_filter.lua at each command")

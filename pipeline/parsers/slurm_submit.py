@@ -29,14 +29,15 @@ Events:
   by ``jobstream_dlq_records_total{reason="submit-refused"}``. Synthetic job keys would
   make documents of jobs that never existed.
 
-Lua cannot write a float reliably in every build, so ``time`` is an integer or a decimal
-string; ``time_limit`` is in minutes as Slurm's ``job_desc`` has it (NO_VAL: not set,
-INFINITE: unlimited, no fact).
+``time`` is epoch seconds (Lua's ``os.time()``). ``time_limit`` (job_submit) is in minutes
+as Slurm's ``job_desc`` has it (NO_VAL: not set, INFINITE: unlimited, no fact);
+``time_str`` (cli_filter) is the ``--time`` option as the user typed it.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from pipeline.errors import ParseError
@@ -52,7 +53,7 @@ from pipeline.parsers.slurm_common import (
     slurm_int,
 )
 
-__all__ = ["SOURCE", "parse_submit_plugin"]
+__all__ = ["SOURCE", "parse_submit_plugin", "time_limit_s"]
 
 SOURCE = "slurm-submit-plugin"
 FAMILY = "plugin"
@@ -61,8 +62,19 @@ KINDS = frozenset({"submit", "modify", "refused"})
 _STR_FACTS = {"partition": "queue", "account": "bank", "qos": "qos", "job_name": "job_name",
               "user": "user"}
 #: keys kept in the event context when present (what the change or submission set)
-_CONTEXT_KEYS = ("partition", "account", "qos", "job_name", "time_limit", "priority", "nice",
-                 "hold", "by_uid", "command")
+_CONTEXT_KEYS = ("partition", "account", "qos", "job_name", "time_limit", "time_str",
+                 "priority", "nice", "hold", "release", "by_uid", "step_id")
+#: Slurm's time formats (sbatch --time): minutes, minutes:seconds, hours:minutes:seconds,
+#: days-hours, days-hours:minutes, days-hours:minutes:seconds
+_TIME_FORMATS = (
+    (re.compile(r"(\d{1,9})"), ("m",)),
+    (re.compile(r"(\d{1,9}):(\d{1,2})"), ("m", "s")),
+    (re.compile(r"(\d{1,9}):(\d{1,2}):(\d{1,2})"), ("h", "m", "s")),
+    (re.compile(r"(\d{1,6})-(\d{1,2})"), ("d", "h")),
+    (re.compile(r"(\d{1,6})-(\d{1,2}):(\d{1,2})"), ("d", "h", "m")),
+    (re.compile(r"(\d{1,6})-(\d{1,2}):(\d{1,2}):(\d{1,2})"), ("d", "h", "m", "s")),
+)
+_UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _MAX_LINE = 64 * 1024
 
 
@@ -124,12 +136,26 @@ def _facts(rec: dict[str, Any] | Any) -> dict[str, Any]:
         if minutes < 0:
             raise ParseError("bad-value", f"time_limit: {minutes} minutes")
         put(facts, "timelimit_s", minutes * 60)
-    hold = rec.get("hold")
-    if hold is not None and not isinstance(hold, bool):
-        raise ParseError("bad-type", "hold must be true or false")
-    for key in ("priority", "nice", "by_uid"):
+    put(facts, "timelimit_s", time_limit_s(opt_str(rec, "time_str")))
+    for flag in ("hold", "release"):
+        if rec.get(flag) is not None and not isinstance(rec[flag], bool):
+            raise ParseError("bad-type", f"{flag} must be true or false")
+    for key in ("priority", "nice", "by_uid", "step_id"):
         value = rec.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or not math.isfinite(value)):
             raise ParseError("bad-type", f"{key} must be an integer")
     return facts
+
+
+def time_limit_s(text: str | None) -> int | None:
+    """Seconds of an sbatch ``--time`` value (cli_filter sees the option as typed); None
+    when absent or unlimited. Slurm rounds seconds up to whole minutes."""
+    if text is None or text.strip().upper() in ("UNLIMITED", "INFINITE", "-1"):
+        return None
+    for pattern, units in _TIME_FORMATS:
+        m = pattern.fullmatch(text.strip())
+        if m is not None:
+            seconds = sum(int(v) * _UNIT_S[u] for v, u in zip(m.groups(), units, strict=True))
+            return -(-seconds // 60) * 60
+    raise ParseError("bad-value", f"time_str: {text[:40]!r} is not a Slurm time limit")

@@ -33,18 +33,27 @@ def test_registered_as_a_line_format() -> None:
 def test_cli_filter_submit_gives_the_job_id_and_request() -> None:
     (ev,) = parse(line(kind="submit", time=T0, job_id="42", uid=1001, user="alice",
                        partition="debug", account="physics", qos="normal", job_name="x",
-                       time_limit=30, hold=False, command="sbatch"))
+                       time_limit=30, hold=False, step_id=4294967294))
     assert (ev.key, ev.event, ev.timestamp, ev.source) == (
         "c1:42", "validate", float(T0), "slurm-submit-plugin")
     assert ev.facts == {"user": "alice", "uid": 1001, "queue": "debug", "bank": "physics",
                         "qos": "normal", "job_name": "x", "timelimit_s": 1800}
-    assert ev.context["command"] == "sbatch"
+    assert ev.context["hold"] is False and ev.context["step_id"] == 4294967294
 
 
 def test_unset_and_unlimited_time_limits_state_nothing() -> None:
     for minutes in (4294967294, 4294967295, None):
         (ev,) = parse(line(kind="submit", time=T0, job_id=1, time_limit=minutes))
         assert "timelimit_s" not in ev.facts
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("30", 1800), ("1:30", 120), ("2:00:00", 7200), ("1-0", 86400), ("1-2:03", 93780),
+    ("0-0:0:1", 60), ("UNLIMITED", None), (None, None),
+])
+def test_time_option_as_typed(text: str | None, seconds: int | None) -> None:
+    (ev,) = parse(line(kind="submit", time=T0, job_id=1, time_str=text))
+    assert ev.facts.get("timelimit_s") == seconds
 
 
 def test_modify_is_a_jobspec_update_with_what_changed() -> None:
@@ -107,6 +116,8 @@ def test_fold_time_limit_changed_while_pending_and_held() -> None:
     (line(kind="modify", time=T0, job_id=1, hold="yes"), "bad-type"),
     (line(kind="modify", time=T0, job_id=1, priority=1.5), "bad-type"),
     (line(kind="submit", time=T0, job_id=1, partition=7), "bad-type"),
+    (line(kind="submit", time=T0, job_id=1, time_str="soon"), "bad-value"),
+    (line(kind="modify", time=T0, job_id=1, release=1), "bad-type"),
 ])
 def test_bad_lines_are_refused_with_a_reason(data: bytes, reason: str) -> None:
     with pytest.raises(ParseError) as info:

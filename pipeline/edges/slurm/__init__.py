@@ -5,7 +5,9 @@
 * ``hooks`` -- PrologSlurmctld / EpilogSlurmctld via socket or drop directory
   (:mod:`.hooks`), ``slurm-hook``;
 * ``poller`` -- ``squeue`` / ``sacct --json`` reconciliation (:mod:`.poller`),
-  ``slurm-squeue`` / ``slurm-sacct``.
+  ``slurm-squeue`` / ``slurm-sacct``;
+* ``submit_plugins`` -- the lines of job_submit.lua and cli_filter.lua in the submit spool
+  (:mod:`.submit`), ``slurm-submit-plugin``.
 
 All of them write through one spool (``<spool_dir>/slurm.db``). For tests and embedding::
 
@@ -26,6 +28,7 @@ from pipeline.edges.slurm.bridge import JobcompKafkaBridge
 from pipeline.edges.slurm.hooks import DropDirIngester, HookListener, hook_paths
 from pipeline.edges.slurm.poller import SlurmPoller
 from pipeline.edges.slurm.receiver import JobcompReceiver
+from pipeline.edges.slurm.submit import SubmitSpoolIngester, submit_spool_path
 
 __all__ = ["SlurmEdge"]
 
@@ -52,12 +55,15 @@ class SlurmEdge:
                                       s.hook_user) if s.hooks else None)
         self.bridge = JobcompKafkaBridge(self.runtime) if s.bridge else None
         self.poller = SlurmPoller(self.runtime) if s.poller else None
+        self.submit_spool = submit_spool_path(cfg)
+        self.submits = (SubmitSpoolIngester(self.runtime, self.submit_spool, s.submit_scan_s,
+                                            s.hook_user) if s.submit_plugins else None)
         self._started: list[_Component] = []
 
     @property
     def components(self) -> list[_Component]:
-        return [c for c in (self.drops, self.hooks, self.receiver, self.bridge, self.poller)
-                if c is not None]
+        return [c for c in (self.drops, self.hooks, self.submits, self.receiver, self.bridge,
+                            self.poller) if c is not None]
 
     def start(self) -> SlurmEdge:
         """Start the drainer and every enabled source; on failure stop what started."""

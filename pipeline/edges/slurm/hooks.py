@@ -13,6 +13,7 @@ edge's user, or by ``edge.slurm.hook_user`` (SlurmUser) when the edge runs as an
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import pwd
@@ -31,8 +32,8 @@ from pipeline.model import RawRecord
 from pipeline.netguard import ensure_private_dir
 from pipeline.spool import spool_dir
 
-__all__ = ["DropDirIngester", "HookListener", "default_interpreter", "hook_paths", "hook_script",
-           "install_hook"]
+__all__ = ["DropDirIngester", "HookListener", "LUA_SCRIPTS", "default_interpreter", "hook_paths",
+           "hook_script", "install_hook", "install_lua"]
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +106,49 @@ def install_hook(cfg: Config, dest: str | Path, *, timeout: float = 0.5,
     except OSError as exc:
         raise ConfigError(f"cannot install the hook at {path}: {exc.strerror}") from exc
     return path
+
+
+#: the lua plugins and the slurm.conf line that loads each (from slurm.conf's directory)
+LUA_SCRIPTS = {"job_submit.lua": "JobSubmitPlugins=lua", "cli_filter.lua": "CliFilterPlugins=lua"}
+
+
+def install_lua(spool: str | Path, dest_dir: str | Path, *,
+                site_policy: str | Path | None = None) -> list[Path]:
+    """Write job_submit.lua and cli_filter.lua (mode 0644) into ``dest_dir`` (slurm.conf's
+    directory: Slurm loads them from there) with the submit spool ``spool`` and the site's
+    own job_submit policy ``site_policy`` (default ``<dest_dir>/job_submit.site.lua``)."""
+    dest = Path(dest_dir)
+    policy = Path(site_policy) if site_policy else dest / "job_submit.site.lua"
+    written = []
+    for name in LUA_SCRIPTS:
+        text = (resources.files("pipeline") / "edges" / "hooks" / name).read_text()
+        lines = []
+        for line in text.splitlines(keepends=True):
+            if line.endswith("-- jobstream:submit_spool_dir\n"):
+                line = f"local SPOOL_DIR = {_lua_str(spool)} -- jobstream:submit_spool_dir\n"
+            elif line.endswith("-- jobstream:site_policy\n"):
+                line = f"local SITE_POLICY = {_lua_str(policy)} -- jobstream:site_policy\n"
+            lines.append(line)
+        path = dest / name
+        try:
+            dest.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{name}.tmp")
+            tmp.write_text("".join(lines))
+            tmp.chmod(0o644)
+            tmp.replace(path)
+        except OSError as exc:
+            raise ConfigError(f"cannot install {path}: {exc.strerror}") from exc
+        written.append(path)
+    return written
+
+
+def _lua_str(value: str | Path) -> str:
+    """A Lua string literal of a path."""
+    text = str(value)
+    if any(ord(c) < 32 or c == "\x7f" for c in text):
+        raise ConfigError(f"path {text!r} holds a control character")
+    # without control characters JSON's escapes (quote, backslash) are Lua's too
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _hook_record(runtime: EdgeRuntime, data: bytes) -> RawRecord:
