@@ -108,6 +108,18 @@ def test_every_shipped_panel_is_ok_and_shows_data(stack_cfg: Config, indexed: In
         {e.event_id for e in indexed.events if e.job_id == job["job_id"]})
     assert hits("Job document", board=JOB_BOARD) == sum(d["job_id"] == job["job_id"]
                                                         for d in indexed.jobs)
+    # Efficiency: the weighted means' denominators sum only jobs with the efficiency;
+    # the idle-GPU table keeps GPU jobs without utilisation data ("a OR NOT b" would not)
+    ended = [d for d in jobs if d["t_end"] is not None]
+    for what, eff in (("CPU", "cpu_eff_pct"), ("Memory", "mem_max_pct")):
+        assert hits(f"{what} efficiency by user (node-hour weighted)", "B") == sum(
+            d[eff] is not None for d in ended) > 0
+    assert hits("Jobs under 10 % of their CPU or memory, by user") == sum(
+        (d["cpu_eff_pct"] or 100) < 10 or (d["mem_max_pct"] or 100) < 10 for d in ended) > 0
+    idle_gpu = [d for d in ended if d["ngpus"] and (d["gpu_util_pct"] is None
+                                                    or d["gpu_util_pct"] < 10)]
+    assert hits("GPU jobs with idle GPUs, by user") == len(idle_gpu)
+    assert {d["gpu_util_pct"] is None for d in idle_gpu} == {True, False}
 
     # Without a job id the job dashboard shows nothing (not some jobs), the rest the same.
     result = run_check(stack_cfg, "--json", "--strict")
