@@ -144,6 +144,15 @@ def corpus() -> dict[str, bytes]:
                                           if k != "SLURM_SCRIPT_CONTEXT"}),
         "slurm-hook-unknown-context.env": env({**HOOK, "SLURM_SCRIPT_CONTEXT": "prolog_odd"}),
         "slurm-hook-bad-jobid.env": env({**HOOK, "SLURM_JOB_ID": "forty-two"}),
+        # -- slurm-submit-plugin lines (job_submit.lua, cli_filter.lua)
+        "slurm-submit-plugin-refused.json": dumps({
+            "kind": "refused", "time": int(T), "uid": 1001, "user": "alice",
+            "partition": "short", "reason": "jobs named bad are not allowed"}),
+        "slurm-submit-plugin-no-jobid.json": dumps({
+            "kind": "modify", "time": int(T), "uid": 1001, "by_uid": 0, "time_limit": 7}),
+        "slurm-submit-plugin-bad-time.json": dumps({
+            "kind": "submit", "time": int(T), "job_id": 4244, "uid": 1001,
+            "time_str": "soon"}),
         # -- slurm-squeue / slurm-sacct payloads
         "slurm-squeue-jobs-not-a-list.json": dumps({"meta": {}, "errors": [], "jobs": 5}),
         "slurm-sacct-truncated.json": b'{"meta": {"plugin": {"type": "openapi/v0.0.38"}}, '
