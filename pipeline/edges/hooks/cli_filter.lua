@@ -106,12 +106,15 @@ local function record(offset_or_options, job_id, step_id)
     end
     local uid = my_uid()
     if not uid or not tonumber(job_id) then return end
-    local hold = request.hold
+    -- Slurm's option getters answer "set"/"unset" for flags, and a word for an unset
+    -- time limit: only a limit as a user types it is passed on
+    local hold = request.hold == "set" or request.hold == "true" or request.hold == "1"
+    local time_str = request.time_str
+    if time_str and not string.match(time_str, "^[%d:-]+$") then time_str = nil end
     local fields = {
         kind = "submit", time = os.time(), job_id = tonumber(job_id), uid = uid,
         partition = request.partition, account = request.account, qos = request.qos,
-        job_name = request.job_name, time_str = request.time_str,
-        hold = hold ~= nil and hold ~= "false" and hold ~= "0" or nil,
+        job_name = request.job_name, time_str = time_str, hold = hold or nil,
         step_id = tonumber(step_id),
     }
     local line = json_line(fields)

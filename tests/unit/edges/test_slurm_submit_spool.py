@@ -98,7 +98,7 @@ def test_cli_filter_records_the_job_id_and_what_was_asked(scripts: dict[str, str
                                                           tmp_path: Path) -> None:
     run_lua(STAND_IN, scripts["cli_filter.lua"], """
 local opts = {partition = "short", account = "physics", ["job-name"] = 'a "q" b',
-              time = "1-0", hold = true}
+              time = "1-0", hold = "set"}
 assert(slurm_cli_pre_submit(opts, 0) == slurm.SUCCESS)
 assert(slurm_cli_post_submit(0, 42, 4294967294) == slurm.SUCCESS)
 """)
@@ -106,6 +106,18 @@ assert(slurm_cli_post_submit(0, 42, 4294967294) == slurm.SUCCESS)
     assert rec == {"kind": "submit", "time": rec["time"], "job_id": 42, "uid": os.getuid(),
                    "partition": "short", "account": "physics", "job_name": 'a "q" b',
                    "time_str": "1-0", "hold": True, "step_id": 4294967294}
+
+
+def test_cli_filter_passes_on_only_what_the_user_set(scripts: dict[str, str],
+                                                     tmp_path: Path) -> None:
+    run_lua(STAND_IN, scripts["cli_filter.lua"], """
+assert(slurm_cli_pre_submit({hold = "unset", time = "INFINITE", partition = ""}, 0)
+       == slurm.SUCCESS)
+assert(slurm_cli_post_submit(0, "43", 0) == slurm.SUCCESS)
+""")
+    [rec] = spool_lines(tmp_path, f"{os.getuid()}.log")
+    assert {k: v for k, v in rec.items() if k != "time"} == {
+        "kind": "submit", "job_id": 43, "uid": os.getuid(), "step_id": 0}
 
 
 def test_cli_filter_never_fails_a_submission_without_a_spool(scripts: dict[str, str],
