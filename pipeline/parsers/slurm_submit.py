@@ -13,11 +13,14 @@ line to a local spool that the Slurm edge picks up (:mod:`pipeline.edges.slurm.s
 
 Events:
 
-* ``submit`` -> ``validate`` (RFC 21: the job was accepted), with the request's facts.
-  Not ``submit``: cli_filter learns the id a moment after slurmctld stamped its submit
-  time, and Lua's clock has whole seconds, so the time may be a second late, and the fold
-  takes every ``submit`` time as a submit time (a later one opens a new incarnation of
-  the id). The exact submit time comes from squeue, sacct or jobcomp.
+* ``submit`` -> ``validate`` (RFC 21: the job was accepted), with the uid as its one fact
+  and the request (partition, account, qos, name, ``timelimit_s``, hold) in its context:
+  as facts they would undo a change made in the same second (the fold orders ``validate``
+  after ``jobspec-update`` at one instant, and both clocks have whole seconds); squeue,
+  sacct and jobcomp state them. Not ``submit``: cli_filter learns the id a moment after
+  slurmctld stamped its submit time, so the time may be a second late, and the fold takes
+  every ``submit`` time as a submit time (a later one opens a new incarnation of the id).
+  The exact submit time comes from squeue, sacct or jobcomp.
 * ``modify`` -> ``jobspec-update`` (Flux RFC 21's name for a change of a queued job's
   request), facts ``timelimit_s``, ``queue``, ``qos``, ``bank``, ``job_name`` where the
   change sets them; everything it sets (priority, nice, hold) in the context. A hold
@@ -112,7 +115,9 @@ def parse_submit_plugin(payload: bytes, *, cluster: str,
     builder = EventBuilder(cluster=opt_str(rec, "cluster") or cluster, job_id=str(job_id),
                            source=SOURCE, family=FAMILY)
     if kind == "submit":
-        builder.add("validate", when, facts=facts, context=context)
+        put(context, "timelimit_s", facts.get("timelimit_s"))
+        builder.add("validate", when, facts={k: v for k, v in facts.items() if k == "uid"},
+                    context=context)
         return builder.events
     by_uid = slurm_int(rec.get("by_uid"), "by_uid")
     # two changes within one second are distinct facts: the id tells them apart by content

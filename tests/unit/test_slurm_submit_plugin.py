@@ -36,15 +36,18 @@ def test_cli_filter_submit_gives_the_job_id_and_request() -> None:
                        time_limit=30, hold=False, step_id=4294967294))
     assert (ev.key, ev.event, ev.timestamp, ev.source) == (
         "c1:42", "validate", float(T0), "slurm-submit-plugin")
-    assert ev.facts == {"user": "alice", "uid": 1001, "queue": "debug", "bank": "physics",
-                        "qos": "normal", "job_name": "x", "timelimit_s": 1800}
+    assert ev.facts == {"uid": 1001}
+    assert {k: ev.context[k] for k in ("partition", "account", "qos", "job_name",
+                                       "timelimit_s")} == {
+        "partition": "debug", "account": "physics", "qos": "normal", "job_name": "x",
+        "timelimit_s": 1800}
     assert ev.context["hold"] is False and ev.context["step_id"] == 4294967294
 
 
 def test_unset_and_unlimited_time_limits_state_nothing() -> None:
     for minutes in (4294967294, 4294967295, None):
         (ev,) = parse(line(kind="submit", time=T0, job_id=1, time_limit=minutes))
-        assert "timelimit_s" not in ev.facts
+        assert "timelimit_s" not in ev.context
 
 
 @pytest.mark.parametrize(("text", "seconds"), [
@@ -53,7 +56,7 @@ def test_unset_and_unlimited_time_limits_state_nothing() -> None:
 ])
 def test_time_option_as_typed(text: str | None, seconds: int | None) -> None:
     (ev,) = parse(line(kind="submit", time=T0, job_id=1, time_str=text))
-    assert ev.facts.get("timelimit_s") == seconds
+    assert ev.context.get("timelimit_s") == seconds
 
 
 def test_modify_is_a_jobspec_update_with_what_changed() -> None:
@@ -80,8 +83,8 @@ def test_hold_adds_the_held_reason(by_uid: int, reason: str) -> None:
 
 def test_fold_time_limit_changed_while_pending_and_held() -> None:
     """squeue saw the job pending with 60 minutes; the change to 7 minutes, while held,
-    shows in the document, and so does the hold; cli_filter's late second opens no second
-    incarnation."""
+    shows in the document, and so does the hold; cli_filter's request, stamped in the
+    change's second, undoes nothing and its late second opens no second incarnation."""
     squeue = {"jobs": [{
         "job_id": 42, "user_name": "alice", "user_id": 1001, "account": "physics",
         "partition": "debug", "job_state": "PENDING", "state_reason": "None",
@@ -90,7 +93,7 @@ def test_fold_time_limit_changed_while_pending_and_held() -> None:
     }]}
     events = parse_record("slurm-squeue", json.dumps(squeue).encode(), cluster="c1",
                           received_at=T0 + 1)
-    events += parse(line(kind="submit", time=T0 + 1, job_id=42, uid=1001, user="alice",
+    events += parse(line(kind="submit", time=T0 + 4, job_id=42, uid=1001, user="alice",
                          partition="debug", time_limit=60))
     events += parse(line(kind="modify", time=T0 + 3, job_id=42, uid=1001, by_uid=1001,
                          priority=0, hold=True))
