@@ -46,6 +46,7 @@ from typing import Any
 from pipeline.errors import ParseError
 from pipeline.model import JobEvent
 from pipeline.parsers.slurm_common import (
+    NO_VAL,
     EventBuilder,
     decode_json,
     epoch,
@@ -73,9 +74,9 @@ _TIME_FORMATS = (
     (re.compile(r"(\d{1,9})"), ("m",)),
     (re.compile(r"(\d{1,9}):(\d{1,2})"), ("m", "s")),
     (re.compile(r"(\d{1,9}):(\d{1,2}):(\d{1,2})"), ("h", "m", "s")),
-    (re.compile(r"(\d{1,6})-(\d{1,2})"), ("d", "h")),
-    (re.compile(r"(\d{1,6})-(\d{1,2}):(\d{1,2})"), ("d", "h", "m")),
-    (re.compile(r"(\d{1,6})-(\d{1,2}):(\d{1,2}):(\d{1,2})"), ("d", "h", "m", "s")),
+    (re.compile(r"(\d{1,9})-(\d{1,2})"), ("d", "h")),
+    (re.compile(r"(\d{1,9})-(\d{1,2}):(\d{1,2})"), ("d", "h", "m")),
+    (re.compile(r"(\d{1,9})-(\d{1,2}):(\d{1,2}):(\d{1,2})"), ("d", "h", "m", "s")),
 )
 _UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _MAX_LINE = 64 * 1024
@@ -154,13 +155,16 @@ def _facts(rec: dict[str, Any] | Any) -> dict[str, Any]:
 
 
 def time_limit_s(text: str | None) -> int | None:
-    """Seconds of an sbatch ``--time`` value (cli_filter sees the option as typed); None
-    when absent or unlimited. Slurm rounds seconds up to whole minutes."""
+    """Seconds of an sbatch ``--time`` value as cli_filter sees it; None when absent,
+    unset or unlimited. Slurm rounds seconds up to whole minutes."""
     if text is None or text.strip().upper() in ("UNLIMITED", "INFINITE", "-1"):
         return None
     for pattern, units in _TIME_FORMATS:
         m = pattern.fullmatch(text.strip())
         if m is not None:
             seconds = sum(int(v) * _UNIT_S[u] for v, u in zip(m.groups(), units, strict=True))
-            return -(-seconds // 60) * 60
+            minutes = -(-seconds // 60)
+            # an unset limit: Slurm's option getter formats NO_VAL minutes as a time
+            # (22.05: "2982616-04:14:00")
+            return None if minutes >= NO_VAL else minutes * 60
     raise ParseError("bad-value", f"time_str: {text[:40]!r} is not a Slurm time limit")

@@ -53,6 +53,8 @@ def test_unset_and_unlimited_time_limits_state_nothing() -> None:
 @pytest.mark.parametrize(("text", "seconds"), [
     ("30", 1800), ("1:30", 120), ("2:00:00", 7200), ("1-0", 86400), ("1-2:03", 93780),
     ("0-0:0:1", 60), ("UNLIMITED", None), (None, None),
+    # what Slurm 22.05's cli_filter shows for a job submitted without --time (NO_VAL)
+    ("2982616-04:14:00", None), ("00:10:00", 600),
 ])
 def test_time_option_as_typed(text: str | None, seconds: int | None) -> None:
     (ev,) = parse(line(kind="submit", time=T0, job_id=1, time_str=text))
