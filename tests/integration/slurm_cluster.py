@@ -58,6 +58,21 @@ _CLIENT_TIMEOUT = 60.0
 _LOCK_WAIT_S = float(os.environ.get("JOBSTREAM_SLURM_LOCK_WAIT", "900"))
 
 
+#: slurm.conf's lua plugins when no test installs jobstream's
+PASS_THROUGH_LUA = {
+    "job_submit.lua": "function slurm_job_submit(job_desc, part_list, submit_uid)\n"
+                      "    return slurm.SUCCESS\nend\n"
+                      "function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)\n"
+                      "    return slurm.SUCCESS\nend\nreturn slurm.SUCCESS\n",
+    "cli_filter.lua": "function slurm_cli_setup_defaults(options, early_pass)\n"
+                      "    return slurm.SUCCESS\nend\n"
+                      "function slurm_cli_pre_submit(options, offset)\n"
+                      "    return slurm.SUCCESS\nend\n"
+                      "function slurm_cli_post_submit(offset, job_id, step_id)\n"
+                      "    return slurm.SUCCESS\nend\n",
+}
+
+
 class SlurmClusterError(RuntimeError):
     """The test cluster cannot be installed, started or used; the message says why."""
 
@@ -279,10 +294,21 @@ class SlurmCluster:
             target = self.etc / name
             target.write_text(template.substitute(values))
             target.chmod(0o644)
+        self.write_pass_through_lua()
         dbd = self.etc / "slurmdbd.conf"
         # slurmdbd refuses a config readable by others: it holds the database password.
         dbd.chmod(0o600)
         os.chown(dbd, slurm.pw_uid, slurm.pw_gid)
+
+    def write_pass_through_lua(self) -> None:
+        """job_submit.lua and cli_filter.lua that accept everything and record nothing:
+        slurm.conf loads the lua plugins, a test installs jobstream's for its run and puts
+        these back after it. job_submit/lua reloads its script when the file's mtime passes
+        its last load, in whole seconds: written a second after any load, it is read."""
+        for name, text in PASS_THROUGH_LUA.items():
+            target = self.etc / name
+            target.write_text(text)
+            target.chmod(0o644)
 
     def _start_munged(self) -> None:
         munge = pwd.getpwnam("munge")

@@ -34,8 +34,8 @@ from pipeline.config import Config
 from pipeline.model import RawRecord
 from pipeline.readback import client
 
-__all__ = ["DocWatcher", "EdgeProcess", "Usage", "end_offsets", "percentile", "read_raw",
-           "routed", "send_hook", "set_conf_keys"]
+__all__ = ["DocWatcher", "EdgeProcess", "Usage", "end_offsets", "lua_plugins", "percentile",
+           "read_dlq", "read_raw", "routed", "send_hook", "set_conf_keys"]
 
 #: Guard against a hang only: every wait normally ends on its condition long before.
 GUARD_S = 120.0
@@ -260,6 +260,53 @@ def read_raw(cfg: Config, topic: str) -> list[RawRecord]:
     finally:
         consumer.close()
     return out
+
+
+def read_dlq(cfg: Config, topic: str) -> list[tuple[dict[str, str], bytes]]:
+    """Every record of the DLQ ``topic`` up to its current end: (headers, value)."""
+    ends = end_offsets(cfg, topic)
+    todo = {p for p, end in ends.items() if end > 0}
+    out: list[tuple[dict[str, str], bytes]] = []
+    if not todo:
+        return out
+    consumer = Consumer(cfg.librdkafka(**{"group.id": f"jobstream-test-{time.time_ns()}",
+                                          "enable.auto.commit": False}))
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(todo)])
+        deadline = time.monotonic() + GUARD_S
+        while todo:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"hang guard: {topic} partitions {todo} not read to end")
+            for msg in consumer.consume(500, 0.5):
+                if msg.error() or msg.offset() >= ends[msg.partition()]:
+                    continue
+                headers = {k: v.decode("utf-8", "replace") for k, v in msg.headers() or []}
+                out.append((headers, msg.value()))
+                if msg.offset() + 1 >= ends[msg.partition()]:
+                    todo.discard(msg.partition())
+    finally:
+        consumer.close()
+    return out
+
+
+@contextmanager
+def lua_plugins(cluster: SlurmCluster, cfg: Config, site_policy: Path) -> Iterator[None]:
+    """jobstream's job_submit.lua and cli_filter.lua, written by ``install-lua`` with
+    ``cfg``'s submit spool and ``site_policy`` as the site's own job_submit policy, in the
+    cluster's slurm.conf directory while the block runs; the pass-through scripts after.
+    A second's pause first: job_submit/lua reloads a script whose mtime (whole seconds)
+    passed its last load."""
+    time.sleep(1.1)
+    env = {"PATH": "/usr/bin:/bin", **config_env(cfg)}
+    done = subprocess.run([sys.executable, "-m", "pipeline.edges", "install-lua",
+                           str(cluster.etc), "--site-policy", str(site_policy)],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    try:
+        yield
+    finally:
+        time.sleep(1.1)
+        cluster.write_pass_through_lua()
 
 
 # -- driving an edge by hand (its cost per record) ----------------------------------------

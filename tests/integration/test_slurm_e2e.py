@@ -14,6 +14,11 @@ job documents against what Slurm itself reported for such jobs (``tests/data/slu
 real-22.05``): one document per job and per array task, states, results, exit codes,
 users, accounts and partitions, and that every source reached them.
 
+jobstream's lua plugins run too (issue 13 part 3; ``install-lua`` into the cluster's
+slurm.conf directory, the test's site policy chained): every sbatch's job id comes from
+cli_filter; a held job's time limit changed and the job held again by root while it
+waits (slurm_job_modify) shows in its document before it ends; a submission the policy
+refuses is the one record of the DLQ (``submit-refused``: no job id, no job).
 Three more measure usage (issue 13), beside the time-out job so they add no wall time:
 one keeping a core busy, one sleeping, one touching 200 MiB against ``--mem=400M``. Their
 documents must carry the CPU efficiency and peak memory sacct's steps give
@@ -51,7 +56,9 @@ from slurm_e2e import (
     Usage,
     end_offsets,
     feed,
+    lua_plugins,
     percentile,
+    read_dlq,
     read_raw,
     routed,
     wait_for,
@@ -63,6 +70,7 @@ from pipeline.demo import wait_ready
 from pipeline.errors import ParseError
 from pipeline.model import RawRecord
 from pipeline.parsers import parse_record
+from pipeline.parsers.slurm_submit import time_limit_s
 from pipeline.readback import NOT_YET, client, jobs_alias, refresh
 from pipeline.sink.names import Family, alias_name
 from pipeline.topics import ensure_topics
@@ -94,7 +102,18 @@ STARTED = ("completed", "failed", "cancelled_running", "timeout", *USAGE_JOBS)
 # sacct on 22.05 leaves such jobs out of every --starttime/--endtime window (without
 # --state it selects on the eligible time, which they lack), so the poller's sacct never
 # reports them; squeue does, for MinJobAge after their end, and jobcomp does.
-NEVER_STARTED = ("cancelled_pending", "dependency_never")
+NEVER_STARTED = ("cancelled_pending", "dependency_never", "modified")
+#: the test's site policy, chained by jobstream's job_submit.lua: it refuses this name
+REFUSED_NAME = "refused-job"
+SITE_POLICY = f"""
+function slurm_job_submit(job_desc, part_list, submit_uid)
+    if job_desc.name == "{REFUSED_NAME}" then
+        slurm.log_user("jobs named {REFUSED_NAME} are not allowed here")
+        return slurm.ERROR
+    end
+    return slurm.SUCCESS
+end
+"""
 
 
 @dataclass
@@ -107,7 +126,10 @@ class Run:
     #: job id -> {(source, event)} of its canonical events in Elasticsearch
     events: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     raw: list[RawRecord] = field(default_factory=list)
-    dlq: int = 0
+    dlq: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+    #: the refused sbatch (its exit status and message), the modified job while pending
+    refused: tuple[int, str] = (0, "")
+    modified_pending: dict[str, Any] = field(default_factory=dict)
     figures: dict[str, float] = field(default_factory=dict)
 
     def ids(self) -> list[str]:
@@ -179,10 +201,20 @@ def edge_config(cfg: Config, hook_dir: Path, *, port: int, poller: bool,
          "catchup_max_s": 120.0, "hook_scan_s": 1.0,
          "hook_socket": str(hook_dir / f"hook{name}.sock"),
          "hook_drop_dir": str(hook_dir / f"hook{name}-drop"),
+         "submit_plugins": True, "submit_scan_s": 1.0,
+         "submit_spool_dir": str(hook_dir / f"submit{name}-spool"),
          # the edge runs as root here, the hooks as SlurmUser: the socket and drop
          # directory are given to it
          "hook_user": "slurm"}
     return cfg.replace(edge={"slurm": s})
+
+
+def site_policy(hook_dir: Path) -> Path:
+    """The test's site policy file, readable by slurmctld (SlurmUser)."""
+    path = hook_dir / "job_submit.site.lua"
+    path.write_text(SITE_POLICY)
+    path.chmod(0o644)
+    return path
 
 
 def install_hook(cfg: Config, dest: Path) -> Path:
@@ -225,6 +257,31 @@ def submit_jobs(cluster: SlurmCluster) -> dict[str, str]:
         f"python3 -c 'import time; b = bytes([1]) * ({MEM_TOUCHED_MB} * 2**20); "
         "time.sleep(8)'", name="usage-mem", extra=[*sampled, f"--mem={MEM_ASKED_MB}M"])
     return jobs
+
+
+def modify_and_refuse(cluster: SlurmCluster, jobs: dict[str, str]) -> tuple[int, str]:
+    """A held job's time limit changed and the job held again by root (slurm_job_modify
+    twice), and a submission the site policy refuses; the refused sbatch's status and
+    message."""
+    jobs["modified"] = cluster.submit("echo never", name="modified-held", time_limit="10",
+                                      hold=True)
+    cluster.run(["scontrol", "update", f"jobid={jobs['modified']}", "TimeLimit=7"])
+    cluster.run(["scontrol", "hold", jobs["modified"]])
+    done = cluster.run(["sbatch", "--parsable", f"--job-name={REFUSED_NAME}", "--wrap=true"],
+                       user="alice", check=False)
+    return done.returncode, done.stderr
+
+
+def modified_while_pending(cfg: Config, job_id: str) -> dict[str, Any] | None:
+    """The modified job's document once it shows the new limit and the change's events."""
+    events = events_by_job(cfg, [job_id]).get(job_id, set())
+    if not {("slurm-submit-plugin", "jobspec-update"),
+            ("slurm-submit-plugin", "reason")} <= events:
+        return None
+    docs = job_documents(cfg, [job_id])
+    if len(docs) == 1 and docs[0]["timelimit_s"] == 420 and docs[0]["state"] == "pending":
+        return docs[0]
+    return None
 
 
 def end_the_waiting_jobs(cluster: SlurmCluster, jobs: dict[str, str]) -> None:
@@ -272,6 +329,8 @@ def missing_sources(run: Run, events: dict[str, set[tuple[str, str]]]
     missing = {}
     for job_id in run.ids():
         wanted = {("slurm-jobcomp", "end"), ("slurm-squeue", "end")}
+        if job_id in run.jobs.values():  # not an array task: cli_filter saw its sbatch
+            wanted.add(("slurm-submit-plugin", "validate"))
         if job_id not in run.never_eligible_ids():
             wanted.add(("slurm-sacct", "end"))
         if job_id in run.started_ids():
@@ -414,11 +473,21 @@ def run(slurm_cluster: SlurmCluster, slurm_root: Path, e2e_cfg: Config, hook_dir
         edge_start = edge.usage()
         watcher.start()
         url = f"http://127.0.0.1:{cfg.edge.slurm.receiver_port}/slurm/_doc"
-        with routed(slurm_cluster, url, hook):
+        with routed(slurm_cluster, url, hook), \
+                lua_plugins(slurm_cluster, cfg, site_policy(hook_dir)):
             t_jobs = time.monotonic()
             r.jobs = submit_jobs(slurm_cluster)
+            r.refused = modify_and_refuse(slurm_cluster, r.jobs)
             end_the_waiting_jobs(slurm_cluster, r.jobs)
             r.array_tasks = array_tasks(slurm_cluster, r.jobs["array"])
+
+            def modified_seen() -> bool:
+                r.modified_pending = modified_while_pending(cfg, r.jobs["modified"]) or {}
+                return bool(r.modified_pending)
+
+            wait_for("the modified job's new limit while pending", modified_seen, checks,
+                     SOURCES_WAIT_S, interval=1.0)
+            slurm_cluster.cancel(r.jobs["modified"])
             quick = [j for j in r.ids() if j != r.jobs["timeout"]]
             wait_for("the documents of the quick jobs done",
                      lambda: set(quick) <= watcher.done().keys(), checks, DOCS_WAIT_S)
@@ -442,7 +511,7 @@ def run(slurm_cluster: SlurmCluster, slurm_root: Path, e2e_cfg: Config, hook_dir
         r.docs = job_documents(cfg, r.ids())
         r.figures.update(usage_report(r))
         r.raw = read_raw(cfg, cfg.topics.raw)
-        r.dlq = sum(end_offsets(cfg, cfg.topics.dlq).values())
+        r.dlq = read_dlq(cfg, cfg.topics.dlq)
         r.figures.update(usage_figures("edge", edge_start, edge.usage(), len(r.raw)))
         r.figures.update(latency_figures(r, watcher.done()))
     finally:
@@ -512,8 +581,37 @@ def test_one_document_per_job_and_array_task(run: Run) -> None:
     assert {d["scheduler"] for d in run.docs} == {"slurm"}
 
 
-def test_nothing_went_to_the_dead_letter_queue(run: Run) -> None:
-    assert run.dlq == 0
+def test_only_the_refused_submission_went_to_the_dead_letter_queue(run: Run) -> None:
+    """It has no job id, so no job event: the DLQ keeps who, where and why."""
+    assert run.refused[0] != 0 and f"jobs named {REFUSED_NAME}" in run.refused[1]
+    [(headers, _)] = run.dlq
+    assert headers["reason"] == "submit-refused"
+    assert "alice" in headers["error"] and f"jobs named {REFUSED_NAME}" in headers["error"]
+    [raw] = [r for r in run.raw if r.format == "slurm-submit-plugin"
+             and b'"refused"' in r.payload]
+    assert raw.key is None
+
+
+def test_a_time_limit_changed_while_held_shows_before_the_job_ends(run: Run) -> None:
+    doc = run.modified_pending
+    assert (doc["state"], doc["timelimit_s"]) == ("pending", 420)
+    assert doc["pending_reason"] in ("JobHeldUser", "JobHeldAdmin")
+    assert run.doc("modified")["timelimit_s"] == 420
+    assert run.doc("modified")["pending_reason"] in ("JobHeldUser", "JobHeldAdmin")
+
+
+def test_cli_filter_gave_every_sbatch_its_job_id(run: Run) -> None:
+    submits = {}
+    for rec in run.raw:
+        if rec.format == "slurm-submit-plugin" and b'"submit"' in rec.payload:
+            submits[json.loads(rec.payload)["job_id"]] = rec
+    assert {str(j) for j in submits} >= set(run.jobs.values())
+    for job_id in run.jobs.values():
+        assert ("slurm-submit-plugin", "validate") in run.events[job_id], job_id
+    failed = json.loads(submits[int(run.jobs["failed"])].payload)
+    # --time=10 as typed, or as Slurm's option getter formats it (00:10:00)
+    assert (failed["partition"], failed["account"], failed["qos"], failed["job_name"],
+            time_limit_s(failed["time_str"])) == ("short", "physics", "high", "fail-job", 600)
 
 
 @pytest.mark.parametrize("name", list(EXPECTED))
@@ -558,12 +656,13 @@ def test_array_tasks_are_jobs_of_their_own_tied_to_the_array(run: Run) -> None:
 def test_every_source_reached_the_documents(run: Run) -> None:
     for job_id in run.started_ids():
         sources = {s for s, _ in run.events[job_id]}
-        assert sources == {"slurm-jobcomp", "slurm-squeue", "slurm-sacct", "slurm-hook"}, job_id
+        assert sources - {"slurm-submit-plugin"} == {
+            "slurm-jobcomp", "slurm-squeue", "slurm-sacct", "slurm-hook"}, job_id
     for job_id in run.never_eligible_ids():
         # no hooks for jobs that never started; sacct's windows miss them (see above)
         sources = {s for s, _ in run.events[job_id]}
         assert {"slurm-jobcomp", "slurm-squeue"} <= sources <= \
-            {"slurm-jobcomp", "slurm-squeue", "slurm-sacct"}, job_id
+            {"slurm-jobcomp", "slurm-squeue", "slurm-sacct", "slurm-submit-plugin"}, job_id
 
 
 def test_the_shipped_hook_delivered_every_prolog_and_epilog_through_the_socket(
