@@ -27,6 +27,7 @@ from pathlib import Path
 
 from pipeline.config import Config
 from pipeline.edges.base import EdgeRuntime, record_key
+from pipeline.edges.slurm.directory import DirectoryIngester
 from pipeline.errors import ConfigError, JobstreamError, ServiceError
 from pipeline.model import RawRecord
 from pipeline.netguard import ensure_private_dir
@@ -242,18 +243,10 @@ class HookListener:
             self._thread.join(5.0)
 
 
-class DropDirIngester:
+class DropDirIngester(DirectoryIngester):
     """Spools the files the hooks dropped while the edge was down, oldest first."""
 
-    def __init__(self, runtime: EdgeRuntime, directory: str | Path, interval: float,
-                 hook_user: str = "") -> None:
-        self.runtime = runtime
-        self.directory = Path(directory)
-        self.hook_user = hook_user
-        self.interval = interval
-        self.ingested = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+    name = "hook drop directory"
 
     def prepare(self) -> None:
         # the default one was sticky and writable by all (0o1733) before: ours to fix
@@ -284,21 +277,3 @@ class DropDirIngester:
         if done:
             logger.info("ingested %d hook records from %s", done, self.directory)
         return done
-
-    def start(self) -> None:
-        self.prepare()
-        self.scan()
-        self._thread = threading.Thread(target=self._run, name="hook-drop", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.scan()
-            except JobstreamError as exc:
-                logger.error("hook drop directory not ingested: %s", exc)
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5.0)

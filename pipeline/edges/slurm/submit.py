@@ -26,14 +26,14 @@ import json
 import logging
 import os
 import re
-import threading
 import time
 from pathlib import Path
 
 from pipeline.config import Config
 from pipeline.edges.base import EdgeRuntime, record_key
+from pipeline.edges.slurm.directory import DirectoryIngester
 from pipeline.edges.slurm.hooks import give_to_hook_user
-from pipeline.errors import JobstreamError, ServiceError
+from pipeline.errors import ServiceError
 from pipeline.model import RawRecord
 from pipeline.spool import spool_dir
 
@@ -54,20 +54,16 @@ def submit_spool_path(cfg: Config) -> Path:
     return Path(s.submit_spool_dir or spool_dir(cfg) / "submit-spool")
 
 
-class SubmitSpoolIngester:
+class SubmitSpoolIngester(DirectoryIngester):
     """Spools the lua plugins' lines, oldest file first."""
+
+    name = "submit spool"
 
     def __init__(self, runtime: EdgeRuntime, directory: str | Path, interval: float,
                  hook_user: str = "", settle_s: float = 0.2) -> None:
-        self.runtime = runtime
-        self.directory = Path(directory)
-        self.interval = interval
-        self.hook_user = hook_user
+        super().__init__(runtime, directory, interval, hook_user)
         self.settle_s = settle_s
-        self.ingested = 0
         self.untrusted = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def prepare(self) -> None:
         try:
@@ -153,24 +149,6 @@ class SubmitSpoolIngester:
         m = _USER_FILE.fullmatch(name)
         uid = int(m[1]) if m else -1
         return uid if file_uid == uid else False
-
-    def start(self) -> None:
-        self.prepare()
-        self.scan()
-        self._thread = threading.Thread(target=self._run, name="submit-spool", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.scan()
-            except JobstreamError as exc:
-                logger.error("submit spool not ingested: %s", exc)
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5.0)
 
 
 def _stated_uid(line: bytes) -> int | None:
