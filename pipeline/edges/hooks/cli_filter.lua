@@ -11,7 +11,7 @@ It never fails a submission and never waits: no network, one append of one line 
 PIPE_BUF, everything under pcall, slurm.SUCCESS always. Without the spool directory (no
 edge on this host) the line is simply not written.
 
-`jobstream edge install-hook --lua DIR` writes this file with the configured path.
+`jobstream edge install-lua DIR` writes this file with the configured path.
 ]]
 
 local SPOOL_DIR = "/var/spool/jobstream/submit-spool" -- jobstream:submit_spool_dir

@@ -17,7 +17,7 @@ slurm_job_modify decide, and their slurm.log_user() message (or a second return 
 is the recorded reason of a refusal. If the site file exists but does not load, every
 submission is refused, as Slurm would refuse them with a broken job_submit.lua.
 
-`jobstream edge install-hook --lua DIR` writes this file with the configured paths.
+`jobstream edge install-lua DIR` writes this file with the configured paths.
 ]]
 
 local SPOOL_DIR = "/var/spool/jobstream/submit-spool" -- jobstream:submit_spool_dir
