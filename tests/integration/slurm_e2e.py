@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from slurm_cluster import SlurmCluster
 from slurm_daemons import log_tail, wait_until
+from workers import end_offsets, read_topic
 
 from pipeline.children import config_env
 from pipeline.codec import AvroCodec, raw_from_avro
@@ -222,71 +222,16 @@ class DocWatcher:
 # -- the raw topic ------------------------------------------------------------------------
 
 
-def end_offsets(cfg: Config, topic: str) -> dict[int, int]:
-    """partition -> high watermark of ``topic`` ({} if it does not exist)."""
-    consumer = Consumer(cfg.librdkafka(**{"group.id": "jobstream-test-watermarks"}))
-    try:
-        meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if meta is None or meta.error is not None:
-            return {}
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in meta.partitions}
-    finally:
-        consumer.close()
-
-
 def read_raw(cfg: Config, topic: str) -> list[RawRecord]:
     """Every raw record of ``topic`` up to its current end."""
-    ends = end_offsets(cfg, topic)
-    todo = {p for p, end in ends.items() if end > 0}
     codec = AvroCodec("RawRecord")
-    out: list[RawRecord] = []
-    if not todo:
-        return out
-    consumer = Consumer(cfg.librdkafka(**{"group.id": f"jobstream-test-{time.time_ns()}",
-                                          "enable.auto.commit": False}))
-    try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(todo)])
-        deadline = time.monotonic() + GUARD_S
-        while todo:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"hang guard: {topic} partitions {todo} not read to end")
-            for msg in consumer.consume(500, 0.5):
-                if msg.error() or msg.offset() >= ends[msg.partition()]:
-                    continue
-                out.append(raw_from_avro(codec.decode(msg.value())))
-                if msg.offset() + 1 >= ends[msg.partition()]:
-                    todo.discard(msg.partition())
-    finally:
-        consumer.close()
-    return out
+    return [raw_from_avro(codec.decode(m.value)) for m in read_topic(cfg, topic)]
 
 
 def read_dlq(cfg: Config, topic: str) -> list[tuple[dict[str, str], bytes]]:
     """Every record of the DLQ ``topic`` up to its current end: (headers, value)."""
-    ends = end_offsets(cfg, topic)
-    todo = {p for p, end in ends.items() if end > 0}
-    out: list[tuple[dict[str, str], bytes]] = []
-    if not todo:
-        return out
-    consumer = Consumer(cfg.librdkafka(**{"group.id": f"jobstream-test-{time.time_ns()}",
-                                          "enable.auto.commit": False}))
-    try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(todo)])
-        deadline = time.monotonic() + GUARD_S
-        while todo:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"hang guard: {topic} partitions {todo} not read to end")
-            for msg in consumer.consume(500, 0.5):
-                if msg.error() or msg.offset() >= ends[msg.partition()]:
-                    continue
-                headers = {k: v.decode("utf-8", "replace") for k, v in msg.headers() or []}
-                out.append((headers, msg.value()))
-                if msg.offset() + 1 >= ends[msg.partition()]:
-                    todo.discard(msg.partition())
-    finally:
-        consumer.close()
-    return out
+    return [({k: v.decode("utf-8", "replace") for k, v in m.headers.items()}, m.value)
+            for m in read_topic(cfg, topic)]
 
 
 @contextmanager

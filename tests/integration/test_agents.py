@@ -63,20 +63,6 @@ RECEIVED = 1_800_000_000.0
 START = 1_790_000_000.0
 
 
-@pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
-    """``spawn(cfg, **options)`` -> a WorkerProcess (not started) killed after the test."""
-    made: list[WorkerProcess] = []
-
-    def make(cfg: Config, **options: Any) -> WorkerProcess:
-        made.append(WorkerProcess(cfg, tmp_path, **options))
-        return made[-1]
-
-    yield make
-    for w in made:
-        w.kill()
-
-
 def generated(spec: WorkloadSpec) -> list[Raw]:
     """The raw messages of a generated workload, in time order."""
     return [Raw(r.key, RawRecord(r.cluster, r.scheduler, r.format, r.time, r.payload, r.key))

@@ -16,7 +16,7 @@ import re
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,19 +37,6 @@ from pipeline.model import RawRecord
 from pipeline.workload import Workload, WorkloadSpec
 
 TOKEN = "jobstream-test-token-0123456789abcdef"
-
-
-@pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
-    made: list[WorkerProcess] = []
-
-    def make(cfg: Config, **options: Any) -> WorkerProcess:
-        made.append(WorkerProcess(cfg, tmp_path, **options))
-        return made[-1]
-
-    yield make
-    for w in made:
-        w.kill()
 
 
 @pytest.fixture
