@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 
 from pipeline.errors import ConfigError, JobstreamError
+from pipeline.files import write_whole
 
 __all__ = [
     "UNITS",
@@ -118,12 +119,8 @@ def write_units(dest: Path, *, executable: str, users: Mapping[str, str],
     if not dest.is_dir():
         raise JobstreamError(f"--dest {dest}: not a directory")
     for path, unit in out:
-        partial = path.with_name(f".{path.name}.partial")
         try:
-            partial.write_text(unit.text)
-            partial.chmod(0o644)
-            partial.replace(path)
+            write_whole(path, unit.text, 0o644)
         except OSError as exc:
-            partial.unlink(missing_ok=True)
             raise JobstreamError(f"cannot write {path}: {exc.strerror}") from exc
     return out

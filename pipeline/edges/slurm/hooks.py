@@ -29,6 +29,7 @@ from pipeline.config import Config
 from pipeline.edges.base import EdgeRuntime, record_key
 from pipeline.edges.slurm.directory import DirectoryIngester
 from pipeline.errors import ConfigError, JobstreamError, ServiceError
+from pipeline.files import write_whole
 from pipeline.model import RawRecord
 from pipeline.netguard import ensure_private_dir
 from pipeline.spool import spool_dir
@@ -100,10 +101,7 @@ def install_hook(cfg: Config, dest: str | Path, *, timeout: float = 0.5,
     path = Path(dest)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text("".join(lines))
-        tmp.chmod(0o755)
-        tmp.replace(path)
+        write_whole(path, "".join(lines), 0o755)
     except OSError as exc:
         raise ConfigError(f"cannot install the hook at {path}: {exc.strerror}") from exc
     return path
@@ -133,10 +131,7 @@ def install_lua(spool: str | Path, dest_dir: str | Path, *,
         path = dest / name
         try:
             dest.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{name}.tmp")
-            tmp.write_text("".join(lines))
-            tmp.chmod(0o644)
-            tmp.replace(path)
+            write_whole(path, "".join(lines), 0o644)
         except OSError as exc:
             raise ConfigError(f"cannot install {path}: {exc.strerror}") from exc
         written.append(path)
