@@ -59,6 +59,11 @@ class KafkaConfig:
     schema_registry_url: str = ""
     #: partitions of the topics jobstream creates
     partitions: int = 4
+    #: replicas of every topic jobstream creates (its own and Faust's internal and
+    #: changelog topics); 0 = the cluster's ``default.replication.factor``
+    replication_factor: int = 0
+    #: ``min.insync.replicas`` of every topic jobstream creates; 0 = the cluster's default
+    min_insync_replicas: int = 0
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,10 @@ class StackConfig:
     kafka_version: str = "4.2.1"
     kafka_port: int = 9092
     kafka_controller_port: int = 9093
+    #: Kafka nodes, each broker and controller; node n (from 1) listens on
+    #: ``kafka_port + 2(n-1)`` and ``kafka_controller_port + 2(n-1)`` (9092/9093,
+    #: 9094/9095, 9096/9097 by default)
+    kafka_brokers: int = 1
     #: empty = newest suitable for the JDK found (9.x on JDK >= 21, else 8.19.x)
     elasticsearch_version: str = ""
     elasticsearch_port: int = 9200
