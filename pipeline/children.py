@@ -22,7 +22,7 @@ from typing import IO, Any
 from pipeline.config import Config, as_dict
 from pipeline.errors import ServiceError
 
-__all__ = ["Child", "config_env", "free_port", "log_tail", "stop_on_signals"]
+__all__ = ["Child", "config_env", "free_port", "free_port_block", "log_tail", "stop_on_signals"]
 
 _MAIN = "from pipeline.cli import main; main(prog_name='jobstream')"
 
@@ -54,6 +54,28 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def free_port_block(count: int, attempts: int = 100) -> int:
+    """A port ``base`` such that ``base`` .. ``base + count - 1`` are all free on loopback
+    now (for a local Kafka cluster, whose nodes take consecutive ports)."""
+    for _ in range(attempts):
+        held: list[socket.socket] = []
+        try:
+            base = free_port()
+            if base + count - 1 > 65535:
+                continue
+            for port in range(base, base + count):
+                sock = socket.socket()
+                held.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue  # one of them taken: try another base
+        finally:
+            for sock in held:
+                sock.close()
+    raise ServiceError(f"no {count} consecutive free ports on loopback in {attempts} tries")
 
 
 def _interrupt(_signum: int, _frame: object) -> None:

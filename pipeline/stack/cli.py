@@ -9,12 +9,22 @@ from rich.console import Console
 from rich.table import Table
 
 from pipeline.cli import get_config
+from pipeline.config import Config
 from pipeline.errors import ServiceError
 from pipeline.stack import SERVICES, ensure_up, status, stop
 
 __all__ = ["stack"]
 
 _names = click.argument("services", nargs=-1, type=click.Choice(SERVICES))
+_brokers = click.option(
+    "--brokers", type=click.IntRange(min=1), default=None,
+    help="Kafka nodes (stack.kafka_brokers), each broker and controller; node n on "
+         "kafka_port + 2(n-1). Default: the configured count (1).")
+
+
+def _config(ctx: click.Context, brokers: int | None) -> Config:
+    cfg = get_config(ctx)
+    return cfg if brokers is None else cfg.replace(stack={"kafka_brokers": brokers})
 
 
 @click.group("stack")
@@ -24,11 +34,13 @@ def stack() -> None:
 
 @stack.command("up")
 @click.option("--fresh", is_flag=True, help="Stop, wipe the data directories, then start.")
+@_brokers
 @_names
 @click.pass_context
-def up(ctx: click.Context, fresh: bool, services: tuple[str, ...]) -> None:
+def up(ctx: click.Context, fresh: bool, brokers: int | None,
+       services: tuple[str, ...]) -> None:
     """Start the services (all by default) and wait until they answer."""
-    cfg = get_config(ctx)
+    cfg = _config(ctx, brokers)
     info = ensure_up(cfg, fresh=fresh, console=Console(stderr=True), services=services)
     where = {"kafka": f"Kafka {info.kafka_bootstrap}",
              "elasticsearch": f"Elasticsearch {info.elasticsearch_url}"}
@@ -43,16 +55,18 @@ def up(ctx: click.Context, fresh: bool, services: tuple[str, ...]) -> None:
 @_names
 @click.pass_context
 def down(ctx: click.Context, services: tuple[str, ...]) -> None:
-    """Stop the services this stack started (by their pid files)."""
+    """Stop the services this stack started (by their pid files), every Kafka node."""
     stopped = stop(get_config(ctx), console=Console(stderr=True), services=services)
     click.echo("stopped: " + ", ".join(stopped) if stopped else "nothing was running")
 
 
 @stack.command("status")
+@_brokers
 @click.pass_context
-def status_cmd(ctx: click.Context) -> None:
-    """Show what runs where; exit 69 when a service is not running and ready."""
-    states = status(get_config(ctx))
+def status_cmd(ctx: click.Context, brokers: int | None) -> None:
+    """Show what runs where, one row per Kafka node; exit 69 when one is not running and
+    ready."""
+    states = status(_config(ctx, brokers))
     table = Table("service", "version", "address", "pid", "state", box=None)
     for st in states:
         state = ("[green]ready[/]" if st.ready else

@@ -88,12 +88,14 @@ def wait_gone(proc: psutil.Process, timeout: float) -> bool:
     return not _alive(proc)
 
 
-def stop_process(proc: psutil.Process, timeout: float) -> bool:
-    """SIGTERM, wait up to ``timeout`` s, then SIGKILL. True if it went on SIGTERM."""
-    with contextlib.suppress(psutil.NoSuchProcess):
-        proc.send_signal(signal.SIGTERM)
-    if wait_gone(proc, timeout):
-        return True
+def stop_process(proc: psutil.Process, timeout: float, *, kill: bool = False) -> bool:
+    """SIGTERM, wait up to ``timeout`` s, then SIGKILL. True if it went on SIGTERM.
+    ``kill``: SIGKILL at once (a crash, for fault injection); returns False."""
+    if not kill:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.send_signal(signal.SIGTERM)
+        if wait_gone(proc, timeout):
+            return True
     with contextlib.suppress(psutil.NoSuchProcess):
         proc.send_signal(signal.SIGKILL)
     wait_gone(proc, 10.0)

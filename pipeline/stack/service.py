@@ -115,10 +115,15 @@ class Service(ABC):
 
     def start(self, ui: Reporter) -> bool:
         """Start unless running; wait until ready. False if it was already running."""
+        launcher = self.begin(ui)
+        self.finish(launcher, ui)
+        return launcher is not None
+
+    def begin(self, ui: Reporter) -> subprocess.Popen[bytes] | None:
+        """The first half of :meth:`start`: fetch, configure and launch without waiting (the
+        nodes of a cluster are all launched before any can be ready). None if it runs."""
         if self.process() is not None:
-            if not self.probe(timeout=3.0):
-                self._wait_ready(None, ui, "Waiting for")
-            return False
+            return None
         for port in self.ports:
             if procs.port_taken(port):
                 owner = procs.port_owner(port)
@@ -136,9 +141,17 @@ class Service(ABC):
         self._launched_at = time.time()
         launcher = self.launch()
         procs.remember_child(launcher)
+        return launcher
+
+    def finish(self, launcher: subprocess.Popen[bytes] | None, ui: Reporter) -> None:
+        """The second half of :meth:`start`: wait until ready (``launcher`` from
+        :meth:`begin`; None for a service that was already running)."""
+        if launcher is None:
+            if not self.probe(timeout=3.0):
+                self._wait_ready(None, ui, "Waiting for")
+            return
         self._wait_ready(launcher, ui, "Starting")
         self.metafile.write_text(json.dumps({"version": self.version, "address": self.address}))
-        return True
 
     def _wait_ready(self, launcher: subprocess.Popen[bytes] | None, ui: Reporter,
                     verb: str) -> None:
@@ -152,11 +165,11 @@ class Service(ABC):
                 gone = (launcher is None or launcher.poll() is not None) and \
                     self.process() is None
                 if failed or gone:
-                    self._abort(launcher)
+                    self.abort(launcher)
                     raise ServiceError(f"{self.title} exited while starting; last log lines:\n"
                                        f"{self._log_tail()}")
                 if time.monotonic() > deadline:
-                    self._abort(launcher)
+                    self.abort(launcher)
                     raise ServiceError(
                         f"{self.title} did not become ready within {self.ready_timeout:.0f} s "
                         f"on {self.address}; last log lines:\n{self._log_tail()}")
@@ -168,7 +181,8 @@ class Service(ABC):
     def _log_tail(self) -> str:
         return procs.tail(self.log_files(), since=self._launched_at - 1.0)
 
-    def _abort(self, launcher: subprocess.Popen[bytes] | None) -> None:
+    def abort(self, launcher: subprocess.Popen[bytes] | None) -> None:
+        """Kill what a failed start left behind (our server and the launched process)."""
         proc = self.process()
         if proc is not None:
             procs.stop_process(proc, 10.0)
@@ -179,16 +193,19 @@ class Service(ABC):
                 pass
             launcher.wait()
 
-    def stop(self, ui: Reporter) -> bool:
-        """Stop our server if it runs. False if it was not running."""
+    def stop(self, ui: Reporter, *, kill: bool = False) -> bool:
+        """Stop our server if it runs (``kill``: SIGKILL at once, no clean shutdown). False
+        if it was not running."""
         proc = self.process()
         if proc is None:
             self.pidfile.unlink(missing_ok=True)
             return False
-        with ui.step(f"Stopping {self.title} (pid {proc.pid})…"):
-            clean = procs.stop_process(proc, self.stop_timeout)
+        verb = "Killing" if kill else "Stopping"
+        with ui.step(f"{verb} {self.title} (pid {proc.pid})…"):
+            clean = procs.stop_process(proc, self.stop_timeout, kill=kill)
         self.pidfile.unlink(missing_ok=True)
-        how = "stopped" if clean else f"killed (no exit within {self.stop_timeout:.0f} s)"
+        how = ("killed" if kill else "stopped" if clean else
+               f"killed (no exit within {self.stop_timeout:.0f} s)")
         ui.note(f"[green]✓[/] {self.title} {how}")
         return True
 
