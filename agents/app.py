@@ -25,12 +25,13 @@ import faust
 from pipeline.anonymize import Anonymizer
 from pipeline.config import Config
 from pipeline.enrich import Enricher
+from pipeline.errors import ConfigError
 from pipeline.kafka_auth import faust_credentials
 from pipeline.logrepeat import RepeatFilter
-from pipeline.topics import RAW_MAX_MESSAGE_BYTES
+from pipeline.topics import RAW_MAX_MESSAGE_BYTES, Replication, replication_from
 from pipeline.wire import Wire
 
-__all__ = ["Runner", "Worker", "create_app"]
+__all__ = ["Runner", "Worker", "create_app", "internal_topics"]
 
 
 @dataclass
@@ -70,11 +71,23 @@ def _broker_urls(bootstrap: str) -> list[str]:
     return [f"kafka://{host.strip()}" for host in bootstrap.split(",") if host.strip()]
 
 
-def create_app(cfg: Config, *, name: str | None = None) -> Worker:
-    """Build the worker's Faust app from ``cfg`` and register its agents, table and timers."""
+def create_app(cfg: Config, *, name: str | None = None,
+               replication: Replication | None = None) -> Worker:
+    """Build the worker's Faust app from ``cfg`` and register its agents, table and timers.
+
+    ``replication`` is what :func:`pipeline.topics.resolve_replication` found: Faust
+    creates its internal topics with a number of replicas, not the broker's default, so
+    without a configured ``kafka.replication_factor`` the cluster's must be read first.
+    """
     from agents import faust_gaps, jobs, normalize, watchdog  # they register themselves
     from agents.web import JobQuery, WebAccess, faust_web_settings
 
+    if replication is None:
+        if cfg.kafka.replication_factor <= 0:
+            raise ConfigError("kafka.replication_factor is 0 (the cluster's default): the "
+                              "worker needs the cluster's number, from "
+                              "pipeline.topics.resolve_replication")
+        replication = replication_from(cfg, {})
     faust_gaps.apply()
     access = WebAccess.from_config(cfg)  # before anything: a missing token stops here
 
@@ -92,7 +105,8 @@ def create_app(cfg: Config, *, name: str | None = None) -> Worker:
         autodiscover=False,
         origin="agents",
         topic_partitions=cfg.kafka.partitions,
-        topic_replication_factor=1,
+        # the canonical topic, the table's changelog and the assignor's leader topic
+        topic_replication_factor=replication.require_factor(),
         processing_guarantee="at_least_once",
         consumer_auto_offset_reset="earliest",
         # where it listens and what it serves: agents.web
@@ -105,6 +119,13 @@ def create_app(cfg: Config, *, name: str | None = None) -> Worker:
                        "write_buffer_size": 8 * 1024 * 1024, "max_write_buffer_number": 2},
         stream_wait_empty=True,
         producer_acks=-1,
+        # No enable_idempotence: Faust passes it to aiokafka only inside transactions
+        # (exactly_once), and aiokafka 0.14's idempotent producer cannot recover from
+        # OUT_OF_ORDER_SEQUENCE_NUMBER (a partition this worker has not written for
+        # producer.id.expiration.ms, a day by default, answers it): its sender task ends
+        # and every later send waits for ever. It also never expires a batch while the
+        # cluster is away. A send retried without it may write a record twice, which the
+        # consumers drop (events by id, job states by revision).
         # Without a linger every send is a produce request of its own (Faust's default is
         # 0): the worker spent a quarter of its time writing them to the socket.
         producer_linger=0.01,
@@ -120,9 +141,11 @@ def create_app(cfg: Config, *, name: str | None = None) -> Worker:
         broker_heartbeat_interval=min(3.0, cfg.worker.session_timeout_s / 4),
     )
     raw_topic = app.topic(cfg.topics.raw, key_serializer="raw", value_serializer="raw")
+    # min.insync.replicas, when configured, on every internal topic Faust may create
+    topic_config = replication.topic_config()
     canonical = app.topic(f"{cfg.worker.app_id}-canonical", key_serializer="raw",
                           value_serializer="raw", partitions=cfg.kafka.partitions,
-                          internal=True)
+                          internal=True, config=topic_config)
 
     def out(topic: str) -> Any:
         return app.topic(topic, key_serializer="raw", value_serializer="raw")
@@ -130,7 +153,7 @@ def create_app(cfg: Config, *, name: str | None = None) -> Worker:
     # keys and values stored raw: values are the JSON of JobFold.to_dict(), encoded once
     # by agents.states (Faust's json serializer would encode them twice)
     table = app.Table("jobs", default=None, partitions=cfg.kafka.partitions, key_type=bytes,
-                      value_type=bytes)
+                      value_type=bytes, extra_topic_configs=topic_config)
     worker = Worker(
         cfg=cfg, app=app, name=worker_name, raw=raw_topic, canonical=canonical,
         events=out(cfg.topics.events), state=out(cfg.topics.state),
@@ -146,3 +169,22 @@ def create_app(cfg: Config, *, name: str | None = None) -> Worker:
     watchdog.register(app, {raw_topic.get_topic_name(), canonical.get_topic_name()},
                       cfg.worker.stall_check_s)
     return worker
+
+
+def internal_topics(worker: Worker) -> tuple[dict[str, dict[str, str]], dict[str, int]]:
+    """Faust's internal topics of ``worker`` for :func:`pipeline.topics.ensure_topics`:
+    name -> topic configs (as Faust would create them), and the partitions of those whose
+    count is not ``kafka.partitions``.
+
+    Created before Faust starts: a join right after Faust created the canonical topic may
+    not see it yet and assign the jobs stage nothing, and the rebalance that mends that
+    waits for a metadata refresh (5 min) when the broker restarts meanwhile. Faust gives
+    the assignor's leader topic no topic configs, so only this way does it carry
+    ``min.insync.replicas``; and the existing ones are checked with the others.
+    """
+    changelog = worker.jobs.changelog_topic.get_topic_name()
+    leader = f"{worker.app.conf.id}-__assignor-__leader"  # as faust.assignor.LeaderAssignor
+    return ({worker.canonical.get_topic_name(): {},
+             changelog: {"cleanup.policy": "compact"},
+             leader: {}},
+            {leader: 1})

@@ -22,10 +22,10 @@ def worker(ctx: click.Context, name: str | None, web_port: int | None, store_dir
     partitions. GET http://<host>:<web-port>/jobs/<cluster>/<job_id> answers a job's current
     state from whichever worker owns it.
     """
-    from agents.app import Runner, create_app
+    from agents.app import Runner, create_app, internal_topics
     from pipeline import metrics
     from pipeline.cli import get_config
-    from pipeline.topics import ensure_topics
+    from pipeline.topics import ensure_topics, resolve_replication
 
     cfg = get_config(ctx)
     overrides: dict[str, object] = {}
@@ -35,13 +35,13 @@ def worker(ctx: click.Context, name: str | None, web_port: int | None, store_dir
         overrides["store_dir"] = store_dir
     if overrides:
         cfg = cfg.replace(worker=overrides)
-    # The internal canonical topic too, before the group is joined: Faust creates it on
-    # start, but a join right after may not see it yet and assign the jobs stage nothing;
-    # the rebalance that mends that waits for a metadata refresh (5 min) when the broker
-    # restarts meanwhile (tests/faults caught it).
-    ensure_topics(cfg, extra={f"{cfg.worker.app_id}-canonical": {}})
+    # once, before Faust: it needs the number of replicas of its internal topics
+    replication = resolve_replication(cfg)
+    w = create_app(cfg, name=name, replication=replication)
+    configs, partitions = internal_topics(w)
+    ensure_topics(cfg, extra=configs, partitions=partitions)
+    click.echo(f"jobstream worker: {replication.describe()}; producers acks=all", err=True)
     metrics.start(cfg, "worker")
-    w = create_app(cfg, name=name)
     runner = Runner(w.app, loglevel=loglevel, quiet=True)
     # Faust's progress spinner sets the root logger to DEBUG (so that every record spins
     # it): every aiokafka and Faust debug call then builds a LogRecord, a fifth of the

@@ -105,8 +105,15 @@ def config() -> None:
 
 
 @config.command("show")
+@click.option("--kafka", "ask_kafka", is_flag=True,
+              help="Also ask Kafka what the cluster's defaults make of the replication "
+                   "settings (0 = the cluster's default).")
 @click.pass_context
-def config_show(ctx: click.Context) -> None:
+def config_show(ctx: click.Context, ask_kafka: bool) -> None:
     """Print the effective config (file + environment), secrets masked, as JSON."""
     cfg = get_config(ctx)
     click.echo(json.dumps(cfg.masked(), indent=2, default=str))
+    if ask_kafka:
+        from pipeline.topics import resolve_replication
+
+        click.echo(f"{cfg.kafka.bootstrap}: {resolve_replication(cfg).describe()}", err=True)

@@ -324,7 +324,9 @@ def spool_stats(directory: Path) -> list[SpoolStats]:
     return out
 
 
-#: librdkafka settings jobstream needs for its guarantees; the properties file cannot undo them.
+#: librdkafka settings jobstream needs for its guarantees; the properties file cannot undo
+#: them. Every confluent producer of jobstream takes its properties from
+#: :func:`producer_config` (the edges' drainers, publish, the sink's DLQ, demo and bench).
 REQUIRED_PRODUCER = {"enable.idempotence": True, "acks": "all"}
 #: defaults the properties file may override.
 DEFAULT_PRODUCER = {
@@ -347,8 +349,9 @@ def producer_config(cfg: Config, client_id: str, **extra: Any) -> dict[str, Any]
     props.update(extra)
     for key, value in REQUIRED_PRODUCER.items():
         if key in props and str(props[key]).lower() != str(value).lower():
-            raise ConfigError(f"kafka.properties_file sets {key}={props[key]}; the edges need "
-                              f"{key}={str(value).lower()} for no-loss, in-order delivery")
+            raise ConfigError(f"kafka.properties_file sets {key}={props[key]}; jobstream's "
+                              f"producers need {key}={str(value).lower()} for no-loss, "
+                              "in-order delivery")
         props[key] = value
     return props
 

@@ -35,6 +35,7 @@ from pipeline.sink.converter import Action, Converter, DocumentError, coalesce
 from pipeline.sink.names import DEFAULT_GENERATION, Family
 from pipeline.sink.offsets import OffsetTracker, TopicPartition
 from pipeline.sink.templates import ensure_indices, live_generation
+from pipeline.spool import producer_config
 from pipeline.topics import ensure_topics
 
 __all__ = ["SinkRunner", "SinkStats"]
@@ -118,8 +119,9 @@ class SinkRunner:
         self._group_id = group_id or f"{cfg.worker.app_id}-sink"
         self._es = es if es is not None else make_client(cfg.elasticsearch)
         self._bulk = BulkClient(self._es, sleep=self._wait)
-        self._producer = producer if producer is not None else Producer(cfg.librdkafka(**{
-            "enable.idempotence": True, "acks": "all", "linger.ms": 5}))
+        # the DLQ's: acks=all and idempotent as every producer of jobstream
+        self._producer = producer if producer is not None else Producer(
+            producer_config(cfg, "jobstream-sink"))
         codecs = codecs if codecs is not None else codecs_from_config(cfg)
         self._families: dict[str, tuple[Family, AvroCodec]] = {
             cfg.topics.state: (Family.JOBS, codecs["state"]),

@@ -10,7 +10,8 @@ from pipeline.config import Config
 
 def test_create_app_makes_the_parents_of_a_new_store_dir(tmp_path: Path) -> None:
     store = tmp_path / "fresh" / "deeper" / "worker-store"
-    cfg = Config().replace(worker={"store_dir": str(store), "app_id": "store-dir-test"})
+    cfg = Config().replace(kafka={"replication_factor": 1},
+                           worker={"store_dir": str(store), "app_id": "store-dir-test"})
     worker = create_app(cfg)
     assert store.parent.is_dir()
     assert Path(worker.app.conf.datadir) == store
