@@ -209,7 +209,7 @@ def ensure_up(cfg: Config, *, fresh: bool = False, console: Console | None = Non
     ui = Reporter(console)
     names = _select(services)
     jdks = find_jdks()
-    objs = {"elasticsearch": ElasticsearchService(cfg, jdks)}
+    es = ElasticsearchService(cfg, jdks)
     started: list[str] = []
     with _locked(cfg):
         if fresh:
@@ -227,9 +227,9 @@ def ensure_up(cfg: Config, *, fresh: bool = False, console: Console | None = Non
     kafka = _members(cfg, "kafka", jdks)
     return StackInfo(
         kafka_bootstrap=",".join(m.address for m in kafka),
-        elasticsearch_url=objs["elasticsearch"].address,
+        elasticsearch_url=es.address,
         kafka_version=kafka[0].state().version,
-        elasticsearch_version=objs["elasticsearch"].state().version,
+        elasticsearch_version=es.state().version,
         started=tuple(started))
 
 
