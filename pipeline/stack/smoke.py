@@ -15,6 +15,7 @@ from rich.console import Console
 
 from pipeline.config import Config, load_config
 from pipeline.errors import JobstreamError, ServiceError
+from pipeline.spool import producer_config
 from pipeline.stack import ensure_up
 
 __all__ = ["smoke"]
@@ -27,10 +28,11 @@ def smoke(cfg: Config) -> tuple[float, float]:
     topic = f"jobstream.smoke.{tag}"
     started = time.monotonic()
     admin = AdminClient(cfg.librdkafka())
-    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+    # the cluster's default replication, as every topic jobstream creates (pipeline.topics)
+    for future in admin.create_topics([NewTopic(topic, 1, replication_factor=-1)]).values():
         future.result(timeout=30)
     try:
-        producer = Producer(cfg.librdkafka())
+        producer = Producer(producer_config(cfg, "jobstream-smoke"))
         producer.produce(topic, key=b"smoke", value=tag.encode())
         producer.flush(30)
         consumer = Consumer(cfg.librdkafka(**{"group.id": topic, "auto.offset.reset": "earliest"}))
