@@ -1,4 +1,5 @@
-"""Fixtures of the fault-injection suite: one private stack per session, a Flow per
+"""Fixtures of the fault-injection suite: one private stack per session (a one-broker
+Kafka, and a three-broker one only when a cluster scenario is selected), a Flow per
 scenario, and the table of results (printed at the end of the session and written to
 ``<pytest basetemp>/faults.md`` and ``.json``, or to ``$FAULTS_REPORT`` when set)."""
 
@@ -26,10 +27,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.faults)
 
 
-@pytest.fixture(scope="session")
-def fault_stack(base_config: Config) -> Iterator[Config]:
-    """A Kafka and an Elasticsearch of the fault suite alone (free ports, own data)."""
-    gen = private_stack(base_config)
+def _stack(base: Config, brokers: int) -> Iterator[Config]:
+    gen = private_stack(base, brokers)
     try:
         cfg = next(gen)
     except ServiceError as exc:
@@ -40,23 +39,49 @@ def fault_stack(base_config: Config) -> Iterator[Config]:
     gen.close()
 
 
-@pytest.fixture
-def make_flow(fault_stack: Config, tmp_path: Path, request: pytest.FixtureRequest
-              ) -> Iterator[Any]:
-    """``make_flow(spec, **edge_overrides)`` -> a started :class:`Flow` named after the test;
-    stopped afterwards (its logs stay in the test's tmp dir)."""
+@pytest.fixture(scope="session")
+def fault_stack(base_config: Config) -> Iterator[Config]:
+    """A Kafka and an Elasticsearch of the fault suite alone (free ports, own data)."""
+    yield from _stack(base_config, 1)
+
+
+@pytest.fixture(scope="session")
+def cluster_stack(base_config: Config) -> Iterator[Config]:
+    """Three Kafka brokers (a KRaft quorum of the three) and an Elasticsearch of the fault
+    suite alone; started only when a test that asks for it is selected."""
+    yield from _stack(base_config, 3)
+
+
+def _flows(stack: Config, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """``make(spec, *, name, start, edge_cfg, workers, sinks)`` -> a started :class:`Flow`
+    on ``stack`` named after the test; stopped afterwards (its logs stay in the test's tmp
+    dir)."""
     flows: list[Flow] = []
 
     def make(spec: WorkloadSpec, *, name: str | None = None, start: bool = True,
-             edge_cfg: Config | None = None) -> Flow:
+             edge_cfg: Config | None = None, workers: int = 1, sinks: int = 1) -> Flow:
         scenario = name or request.node.name.removeprefix("test_")
-        flow = Flow(scenario, fault_stack, tmp_path, spec)
+        flow = Flow(scenario, stack, tmp_path, spec, workers=workers, sinks=sinks)
         flows.append(flow)
         return flow.start(edge_cfg=edge_cfg) if start else flow
 
     yield make
     for flow in flows:
         flow.close()
+
+
+@pytest.fixture
+def make_flow(fault_stack: Config, tmp_path: Path, request: pytest.FixtureRequest
+              ) -> Iterator[Any]:
+    """A :class:`Flow` on the one-broker stack (see :func:`_flows`)."""
+    yield from _flows(fault_stack, tmp_path, request)
+
+
+@pytest.fixture
+def make_cluster_flow(cluster_stack: Config, tmp_path: Path, request: pytest.FixtureRequest
+                      ) -> Iterator[Any]:
+    """A :class:`Flow` on the three-broker stack (see :func:`_flows`)."""
+    yield from _flows(cluster_stack, tmp_path, request)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
@@ -37,7 +38,7 @@ from typing import IO, Any
 from confluent_kafka.admin import AdminClient
 from elasticsearch import ApiError, Elasticsearch, helpers
 
-from pipeline.children import config_env, free_port, log_tail
+from pipeline.children import config_env, free_port, free_port_block, log_tail
 from pipeline.config import Config
 from pipeline.edges.base import EdgeRuntime
 from pipeline.model import RawRecord
@@ -45,13 +46,14 @@ from pipeline.normalize import normalize
 from pipeline.offsets import Positions, group_lag
 from pipeline.readback import client, job_documents, jobs_alias, not_yet
 from pipeline.sink.names import Family, alias_name
-from pipeline.stack import service, start_service, stop_service
+from pipeline.stack import broker_address, kafka_nodes, service, start_service, stop_service
 from pipeline.topics import ensure_topics
 from pipeline.verify import compare
 from pipeline.workload import GeneratedRecord, Workload, WorkloadSpec
 
-__all__ = ["RESULTS", "STEADY_RATE", "WORKER_SESSION_TIMEOUT_S", "Flow", "Proc", "Result",
-           "private_stack", "record", "spec", "wait_until", "write_table"]
+__all__ = ["RESULTS", "STEADY_RATE", "WORKER_SESSION_TIMEOUT_S", "DepthWatch", "Flow", "Proc",
+           "Publisher", "Result", "all_in_sync", "busiest_broker", "coordinator", "leaders",
+           "private_stack", "record", "replication_factors", "spec", "wait_until", "write_table"]
 
 #: Guard against a hang only; every wait ends on its condition long before.
 GUARD_S = 420.0
@@ -97,11 +99,13 @@ def wait_until(what: str, condition: Callable[[], bool], *, guard_s: float = GUA
 # -- the private stack ------------------------------------------------------------------
 
 
-def private_stack(base: Config) -> Iterator[Config]:
+def private_stack(base: Config, brokers: int = 1) -> Iterator[Config]:
     """Kafka and Elasticsearch of this session alone: the shared stack's fetched
-    distributions (symlinked), free ports, a run directory under /tmp. Yields a Config whose
-    clients talk to it and whose ``stack.*`` let ``stop_service``/``start_service`` act on
-    it; stops both at the end."""
+    distributions (symlinked), free ports, a run directory under /tmp. ``brokers`` > 1 is a
+    KRaft cluster of that many nodes (each broker and controller) on a block of free ports.
+    Yields a Config whose clients talk to it and whose ``stack.*`` let
+    ``stop_service``/``start_service`` (and ``stop_broker``/``start_broker``) act on it;
+    stops everything at the end."""
     from pipeline.stack import ensure_up
 
     shared_kafka, shared_es = service(base, "kafka"), service(base, "elasticsearch")
@@ -109,9 +113,15 @@ def private_stack(base: Config) -> Iterator[Config]:
         ensure_up(base)  # fetches the distributions once
     cache = Path(tempfile.mkdtemp(prefix="js-faults-", dir="/tmp"))
     cache.chmod(0o755)  # the Elasticsearch system user (when run as root) must traverse it
-    cfg = base.replace(stack={"cache_dir": str(cache), "kafka_port": free_port(),
-                              "kafka_controller_port": free_port(),
-                              "elasticsearch_port": free_port()})
+    if brokers == 1:
+        kafka_port, controller_port = free_port(), free_port()
+    else:
+        # node n listens on kafka_port + 2(n-1) and kafka_controller_port + 2(n-1)
+        kafka_port = free_port_block(2 * brokers)
+        controller_port = kafka_port + 1
+    cfg = base.replace(stack={"cache_dir": str(cache), "kafka_port": kafka_port,
+                              "kafka_controller_port": controller_port,
+                              "kafka_brokers": brokers, "elasticsearch_port": free_port()})
     for name, shared in (("kafka", shared_kafka), ("elasticsearch", shared_es)):
         own = service(cfg, name).home  # type: ignore[attr-defined]
         own.parent.mkdir(parents=True, exist_ok=True)
@@ -121,13 +131,72 @@ def private_stack(base: Config) -> Iterator[Config]:
         for name in ("kafka", "elasticsearch"):
             start_service(cfg, name)
             started.append(name)
-        yield cfg.replace(kafka={"bootstrap": f"127.0.0.1:{cfg.stack.kafka_port}"},
+        bootstrap = ",".join(broker_address(cfg, n) for n in kafka_nodes(cfg))
+        yield cfg.replace(kafka={"bootstrap": bootstrap},
                           elasticsearch={"url":
                                          f"http://127.0.0.1:{cfg.stack.elasticsearch_port}"})
     finally:
         for name in reversed(started):
             stop_service(cfg, name)
         shutil.rmtree(cache, ignore_errors=True)
+
+
+# -- the cluster's shape ----------------------------------------------------------------
+
+
+def _metadata(cfg: Config) -> Any:
+    return AdminClient(cfg.librdkafka(logger=QUIET)).list_topics(timeout=15)
+
+
+def leaders(cfg: Config, topics: Iterable[str]) -> Counter[int]:
+    """How many partitions of ``topics`` each node of the stack leads (a node's number is
+    its broker id)."""
+    md = _metadata(cfg)
+    count: Counter[int] = Counter()
+    for topic in topics:
+        meta = md.topics.get(topic)
+        assert meta is not None and meta.error is None, f"topic {topic}: {meta and meta.error}"
+        for part in meta.partitions.values():
+            assert part.leader >= 0, f"{topic}[{part.id}] has no leader"
+            count[part.leader] += 1
+    return count
+
+
+def busiest_broker(cfg: Config, topics: Iterable[str]) -> tuple[int, int]:
+    """The node leading most partitions of ``topics``, and how many it leads."""
+    node, n = leaders(cfg, topics).most_common(1)[0]
+    return node, n
+
+
+def replication_factors(cfg: Config, topics: Iterable[str]) -> dict[str, int]:
+    """Each topic's replication factor (its partitions' fewest replicas)."""
+    md = _metadata(cfg)
+    out = {}
+    for topic in topics:
+        meta = md.topics.get(topic)
+        assert meta is not None and meta.error is None, f"topic {topic}: {meta and meta.error}"
+        out[topic] = min(len(part.replicas) for part in meta.partitions.values())
+    return out
+
+
+def coordinator(cfg: Config, group: str) -> int:
+    """The node coordinating consumer group ``group`` (its heartbeats and commits)."""
+    admin = AdminClient(cfg.librdkafka(logger=QUIET))
+    desc = admin.describe_consumer_groups([group], request_timeout=10)[group].result(timeout=15)
+    return int(desc.coordinator.id)
+
+
+def all_in_sync(cfg: Config) -> bool:
+    """Every node is in the metadata and every partition of every topic has its whole
+    replica set in sync (a restarted broker has caught up)."""
+    try:
+        md = _metadata(cfg)
+    except Exception:  # noqa: BLE001 -- a broker restarting: not in sync
+        return False
+    if len(md.brokers) < len(kafka_nodes(cfg)):
+        return False
+    return all(part.error is None and part.leader >= 0 and set(part.isrs) == set(part.replicas)
+               for meta in md.topics.values() for part in meta.partitions.values())
 
 
 # -- processes --------------------------------------------------------------------------
@@ -266,6 +335,11 @@ def raw_record(rec: GeneratedRecord) -> RawRecord:
                      format=rec.format, received_at=rec.time, payload=rec.payload, key=rec.key)
 
 
+def _nth(name: str, i: int) -> str:
+    """The name of the ``i``-th of several processes (the first keeps the plain name)."""
+    return name if i == 1 else f"{name}-{i}"
+
+
 class Flow:
     """One scenario's flow on the private stack: worker and sink subprocesses, an edge
     runtime in this process that publishes the workload, and the checks.
@@ -273,9 +347,13 @@ class Flow:
     :param stack: the private stack's Config
     :param workdir: logs, spools, worker state
     :param spec: the workload
+    :param workers: worker processes of the app (one app id and group; each its own name,
+        web port and store directory); ``worker`` is the first
+    :param sinks: sink processes (one group); ``sink`` is the first
     """
 
-    def __init__(self, name: str, stack: Config, workdir: Path, spec: WorkloadSpec) -> None:
+    def __init__(self, name: str, stack: Config, workdir: Path, spec: WorkloadSpec, *,
+                 workers: int = 1, sinks: int = 1) -> None:
         self.name = name
         self.workdir = workdir
         suffix = f"{name.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
@@ -294,34 +372,44 @@ class Flow:
         self.workload = Workload(spec)
         self.records = list(self.workload.records())
         self.expected_events = expected_event_ids(self.records)
-        self.worker = Proc("worker", self.cfg, ["worker", "--name", name, "--loglevel", "info"],
-                           workdir / "worker.log")
+        self.workers = [self._worker(i) for i in range(1, workers + 1)]
         sink_cfg = self.cfg.replace(kafka={"properties_file": str(props)})
-        self.sink = Proc("sink", sink_cfg, ["-v", "sink"], workdir / "sink.log")
+        self.sinks = [Proc(_nth("sink", i), sink_cfg, ["-v", "sink"],
+                           workdir / f"{_nth('sink', i)}.log") for i in range(1, sinks + 1)]
+        self.worker, self.sink = self.workers[0], self.sinks[0]
         self.edge: EdgeRuntime | None = None
         self.published = 0
         self._positions = Positions(AdminClient(self.cfg.librdkafka(logger=QUIET)))
         self._t0 = time.monotonic()
         self._last_report = 0.0
 
+    def _worker(self, i: int) -> Proc:
+        """The ``i``-th worker (from 1): the first has the flow's own settings."""
+        cfg = self.cfg if i == 1 else self.cfg.replace(
+            worker={"web_port": free_port(), "store_dir": str(self.workdir / f"store-{i}")})
+        return Proc(_nth("worker", i), cfg, ["worker", "--name", _nth(self.name, i),
+                                             "--loglevel", "info"],
+                    self.workdir / f"{_nth('worker', i)}.log")
+
     # -- life cycle -------------------------------------------------------------------
 
     @property
     def procs(self) -> list[Proc]:
-        return [self.worker, self.sink]
+        return [*self.workers, *self.sinks]
 
     def start(self, *, edge_cfg: Config | None = None) -> Flow:
-        """Topics, the worker and the sink (waited for until both groups are stable), and
-        the in-process edge runtime (``edge_cfg`` changes its settings, e.g. a spool on a
-        small disk)."""
+        """Topics, the workers and the sinks (waited for until both groups are stable
+        with all of them), and the in-process edge runtime (``edge_cfg`` changes its
+        settings, e.g. a spool on a small disk)."""
         ensure_topics(self.cfg)
-        self.worker.start()
-        self.sink.start()
+        for proc in self.procs:
+            proc.start()
         self.wait_groups()
         # a first assignment without one of the worker's topics leaves a stage idle until
         # the next rebalance, which a fault may postpone by minutes
-        assert "Ignoring missing topic" not in self.worker.log.read_text(errors="replace"), \
-            log_tail(self.worker.log, 60)
+        for worker in self.workers:
+            assert "Ignoring missing topic" not in worker.log.read_text(errors="replace"), \
+                log_tail(worker.log, 60)
         self.edge = EdgeRuntime(edge_cfg or self.cfg, "faults").start()
         self._t0 = time.monotonic()
         return self
@@ -336,22 +424,35 @@ class Flow:
     def groups(self) -> list[str]:
         return [self.cfg.worker.app_id, f"{self.cfg.worker.app_id}-sink"]
 
-    def wait_groups(self) -> float:
-        """Until the worker's and the sink's consumer groups are stable with members."""
+    def members(self) -> dict[str, int]:
+        """Members of the worker's and the sink's groups, counted only when the group is
+        stable (0 otherwise)."""
         admin = AdminClient(self.cfg.librdkafka(logger=QUIET))
+        out: dict[str, int] = {}
+        for group, future in admin.describe_consumer_groups(self.groups(),
+                                                            request_timeout=10).items():
+            try:
+                desc = future.result(timeout=15)
+            except Exception:  # noqa: BLE001 -- not there yet, or its coordinator moving
+                out[group] = 0
+                continue
+            out[group] = len(desc.members) if desc.state.name == "STABLE" else 0
+        return out
 
-        def stable() -> bool:
-            for future in admin.describe_consumer_groups(self.groups(),
-                                                         request_timeout=10).values():
-                try:
-                    desc = future.result(timeout=15)
-                except Exception:  # noqa: BLE001 -- not there yet
-                    return False
-                if desc.state.name != "STABLE" or not desc.members:
-                    return False
-            return True
+    def worker_partitions(self) -> list[int]:
+        """How many partitions each member of the worker's group is assigned."""
+        admin = AdminClient(self.cfg.librdkafka(logger=QUIET))
+        group = self.cfg.worker.app_id
+        desc = admin.describe_consumer_groups([group], request_timeout=10)[group].result(15)
+        return sorted(len(m.assignment.topic_partitions) for m in desc.members)
 
-        return wait_until("the worker and the sink to join their groups", stable,
+    def wait_groups(self, workers: int | None = None, sinks: int | None = None) -> float:
+        """Until the worker's and the sink's consumer groups are stable with ``workers``
+        and ``sinks`` members (by default every one the flow has)."""
+        want = [len(self.workers) if workers is None else workers,
+                len(self.sinks) if sinks is None else sinks]
+        return wait_until("the workers and the sinks to join their groups",
+                          lambda: [self.members().get(g) for g in self.groups()] == want,
                           poll_s=0.5, alive=self.procs)
 
     # -- publishing -------------------------------------------------------------------
@@ -473,6 +574,90 @@ class Flow:
 
     def logs(self) -> str:
         return "\n".join(f"--- {p.name} ({p.log}):\n{log_tail(p.log, 40)}" for p in self.procs)
+
+
+class Publisher:
+    """:meth:`Flow.publish` in a thread, so that a fault that blocks (a broker restarting)
+    happens while records keep coming; :meth:`join` re-raises what it raised."""
+
+    def __init__(self, flow: Flow, records: Sequence[GeneratedRecord], rate: float) -> None:
+        self.flow = flow
+        #: when the last record was published (monotonic)
+        self.ended = 0.0
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(records, rate),
+                                        name="publisher", daemon=True)
+
+    def _run(self, records: Sequence[GeneratedRecord], rate: float) -> None:
+        try:
+            self.flow.publish(records, rate)
+        except BaseException as exc:  # noqa: BLE001 -- handed to join()
+            self._error = exc
+        self.ended = time.monotonic()
+
+    def start(self) -> Publisher:
+        self._thread.start()
+        return self
+
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, guard_s: float = GUARD_S) -> float:
+        """Until every record is published; the moment the last one was (monotonic)."""
+        self._thread.join(guard_s)
+        assert not self._thread.is_alive(), "hang guard: the publisher is still publishing"
+        if self._error is not None:
+            raise self._error
+        return self.ended
+
+    def wait_published(self, count: int) -> None:
+        """Until ``count`` records are published."""
+        wait_until(f"{count} records published", lambda: self.flow.published >= count or
+                   not self.running(), poll_s=0.05, alive=self.flow.procs)
+        if self._error is not None:
+            raise self._error
+
+
+class DepthWatch:
+    """Samples the edge's spool depth and the records published, every ``period_s``, in a
+    thread: how far the edge fell behind Kafka during a fault."""
+
+    def __init__(self, flow: Flow, period_s: float = 0.1) -> None:
+        self.flow = flow
+        self.period_s = period_s
+        #: (monotonic time, spool depth, records published)
+        self.samples: list[tuple[float, int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="depth-watch", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            edge = self.flow.edge
+            if edge is not None:
+                self.samples.append((time.monotonic(), edge.spool.depth(),
+                                     self.flow.published))
+
+    def __enter__(self) -> DepthWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+
+    def timeline(self, t0: float, t1: float) -> str:
+        """The largest depth of each second of [t0, t1] (for a failure's message)."""
+        per_s: dict[int, int] = {}
+        for t, d, _ in self.samples:
+            if t0 <= t <= t1:
+                per_s[int(t - t0)] = max(per_s.get(int(t - t0), 0), d)
+        return " ".join(f"{s}s:{d}" for s, d in sorted(per_s.items()))
+
+    def between(self, t0: float, t1: float) -> tuple[int, int]:
+        """The largest depth sampled in [t0, t1], and the records published meanwhile."""
+        window = [(d, n) for t, d, n in self.samples if t0 <= t <= t1]
+        assert window, "no spool sample in the fault's window"
+        return max(d for d, _ in window), window[-1][1] - window[0][1]
 
 
 def _event_ids(es: Elasticsearch, index: str) -> Iterator[str]:

@@ -1,0 +1,198 @@
+"""Faults on a three-broker cluster (a KRaft quorum of three nodes, topics replicated with
+the cluster's defaults: three copies, two in sync for a write): the broker leading most of
+the raw topic's and the jobs changelog's partitions SIGKILLed while records flow, a
+rolling restart of all three, a broker down for longer than the worker's session, and two
+workers and two sinks with one worker SIGKILLed for good. Each ends with Elasticsearch
+checked against the workload's truth; while two brokers of three run, the edge must keep
+delivering (its spool may hold what waits for a new leader, never the outage's records)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from harness import (
+    STEADY_RATE,
+    WORKER_SESSION_TIMEOUT_S,
+    DepthWatch,
+    Flow,
+    Publisher,
+    all_in_sync,
+    busiest_broker,
+    coordinator,
+    leaders,
+    record,
+    replication_factors,
+    spec,
+    wait_until,
+)
+
+from pipeline.bench.feed import build_feed, expected_documents
+from pipeline.bench.flow import check_documents
+from pipeline.readback import client, job_documents, jobs_alias
+from pipeline.stack import kafka_nodes, start_broker, stop_broker
+
+#: a broker SIGKILLed stays down this long: past the controller's fencing of it (the
+#: broker session, 9 s by default), which alone moves its leaderships and takes it out of
+#: the ISRs; until then every acks=all write waits for it, on every partition it follows
+KILLED_DOWN_S = 15.0
+#: the coordinator's broker stays down this long: its group's session runs out meanwhile
+LONG_DOWN_S = 2.5 * WORKER_SESSION_TIMEOUT_S
+#: records published during a fault below which the spool's bound proves nothing
+MIN_PUBLISHED_IN_FAULT = 1000
+
+
+def spool_bound(watch: DepthWatch, t0: float, t1: float, *, settled: float | None = None
+                ) -> str:
+    """The spool's largest depth in [t0, t1] against the records published meanwhile: an
+    edge that stopped sending would hold all of them; one that delivers holds at most
+    what waits for a dead broker's fencing. With ``settled`` (the moment before the broker
+    comes back), the spool must also have emptied by then: the edge delivers on two
+    brokers of three alone. The note's words for it."""
+    depth, published = watch.between(t0, t1)
+    timeline = watch.timeline(t0, t1)
+    print(f"  spool depth by second of the fault: {timeline}", flush=True)
+    assert published >= MIN_PUBLISHED_IN_FAULT, \
+        f"only {published} records published during the fault: the bound proves nothing"
+    assert depth <= published // 2, \
+        f"the edge's spool reached {depth} records while {published} were published " \
+        f"with two brokers of three up: it stopped delivering; depth by second: {timeline}"
+    note = f"spool max {depth} of {published} published meanwhile"
+    if settled is None:
+        return note
+    last, _ = watch.between(settled - 2.0, settled)
+    assert last <= STEADY_RATE, \
+        f"the edge's spool still held {last} records before the broker came back: it did " \
+        f"not deliver on two brokers of three; depth by second: {timeline}"
+    return f"{note}, {last} before the restart"
+
+
+def changelog(flow: Flow) -> str:
+    return f"{flow.cfg.worker.app_id}-jobs-changelog"
+
+
+def flow_topics(flow: Flow) -> list[str]:
+    """Every topic of the flow: jobstream's own and the worker's internal ones."""
+    t, app = flow.cfg.topics, flow.cfg.worker.app_id
+    return [t.raw, t.events, t.state, t.snapshots, t.dlq, f"{app}-canonical", changelog(flow)]
+
+
+def test_leader_sigkill(make_cluster_flow: Any) -> None:
+    """SIGKILL the broker that leads most partitions of the raw topic and the jobs
+    changelog while records flow; restart it after it was fenced and its partitions had
+    new leaders."""
+    flow: Flow = make_cluster_flow(spec(seed=31, jobs=360))
+    # the cluster's defaults apply to every topic: the changelog (the job states) too
+    factors = replication_factors(flow.cfg, flow_topics(flow))
+    assert set(factors.values()) == {3}, f"replication factors: {factors}"
+    raw, table = flow.cfg.topics.raw, changelog(flow)
+    with DepthWatch(flow) as watch:
+        publisher = Publisher(flow, flow.records, STEADY_RATE).start()
+        publisher.wait_published(len(flow.records) // 5)
+        node, _ = busiest_broker(flow.cfg, [raw, table])
+        led = f"{leaders(flow.cfg, [raw])[node]} raw and {leaders(flow.cfg, [table])[node]} " \
+              f"changelog partitions of {flow.cfg.kafka.partitions} each"
+        killed_at = flow.published
+        stop_broker(flow.cfg, node, kill=True)
+        down = time.monotonic()
+        time.sleep(KILLED_DOWN_S)
+        restart = time.monotonic()
+        start_broker(flow.cfg, node)
+        back = time.monotonic()
+        end = publisher.join()
+    bound = spool_bound(watch, down, min(back, end), settled=restart)
+    flow.wait_caught_up()
+    recovery = time.monotonic() - max(back, end)
+    wait_until("the restarted broker back in every ISR", lambda: all_in_sync(flow.cfg),
+               alive=flow.procs)
+    record(flow.verify(
+        recovery,
+        note=f"node {node} (leader of {led}) SIGKILLed at record {killed_at}, restarted "
+             f"after {KILLED_DOWN_S:.0f} s, back {back - down:.0f} s after the kill, every "
+             f"replica in sync {time.monotonic() - back:.0f} s later at most; {bound} (acks=all "
+             "writes wait for the dead replica until it is fenced); recovery from the "
+             "broker back or the last record, whichever later"))
+
+
+def test_rolling_restart(make_cluster_flow: Any) -> None:
+    """Each broker in turn: a controlled stop, a start, and on to the next only once it
+    is back in every ISR, while records flow."""
+    flow: Flow = make_cluster_flow(spec(seed=32, jobs=600))
+    steps: list[str] = []
+    with DepthWatch(flow) as watch:
+        publisher = Publisher(flow, flow.records, STEADY_RATE).start()
+        publisher.wait_published(len(flow.records) // 10)
+        first = time.monotonic()
+        for node in kafka_nodes(flow.cfg):
+            t0 = time.monotonic()
+            stop_broker(flow.cfg, node)
+            start_broker(flow.cfg, node)
+            wait_until(f"node {node} back in every ISR", lambda: all_in_sync(flow.cfg),
+                       alive=flow.procs)
+            steps.append(f"{time.monotonic() - t0:.0f}")
+        back = time.monotonic()
+        end = publisher.join()
+    bound = spool_bound(watch, first, min(back, end))
+    flow.wait_caught_up()
+    record(flow.verify(
+        time.monotonic() - max(back, end),
+        note=f"nodes 1-3 stopped and restarted in turn ({' + '.join(steps)} s, each until "
+             f"back in every ISR); {bound}; recovery from the last node in sync or the "
+             "last record, whichever later"))
+
+
+def test_broker_down_past_the_session(make_cluster_flow: Any) -> None:
+    """The broker coordinating the worker's group stopped for 2.5 times the worker's
+    session timeout while records flow, then started again."""
+    flow: Flow = make_cluster_flow(spec(seed=33, jobs=360))
+    with DepthWatch(flow) as watch:
+        publisher = Publisher(flow, flow.records, STEADY_RATE).start()
+        publisher.wait_published(len(flow.records) // 5)
+        node = coordinator(flow.cfg, flow.cfg.worker.app_id)
+        stop_broker(flow.cfg, node)
+        down = time.monotonic()
+        time.sleep(LONG_DOWN_S)
+        restart = time.monotonic()
+        start_broker(flow.cfg, node)
+        back = time.monotonic()
+        end = publisher.join()
+    bound = spool_bound(watch, down, min(back, end), settled=restart)
+    flow.wait_caught_up()
+    recovery = time.monotonic() - max(back, end)
+    wait_until("the restarted broker back in every ISR", lambda: all_in_sync(flow.cfg),
+               alive=flow.procs)
+    record(flow.verify(
+        recovery,
+        note=f"node {node} (the worker group's coordinator) down {back - down:.0f} s "
+             f"(session {WORKER_SESSION_TIMEOUT_S:.0f} s); {bound}; recovery from the "
+             "broker back or the last record, whichever later"))
+
+
+def test_two_workers_one_sigkilled(make_cluster_flow: Any) -> None:
+    """Two workers and two sinks share the partitions; one worker is SIGKILLed for good
+    half-way: the other takes its partitions over (their table state from the
+    changelog), and the documents equal the offline fold."""
+    workload = spec(seed=34, jobs=360)
+    flow: Flow = make_cluster_flow(workload, workers=2, sinks=2)
+    shares = flow.worker_partitions()
+    assert len(shares) == 2 and min(shares) > 0, f"the workers' shares: {shares}"
+    publisher = Publisher(flow, flow.records, STEADY_RATE).start()
+    publisher.wait_published(len(flow.records) * 2 // 5)
+    killed_at = flow.published
+    flow.workers[1].kill()
+    killed = time.monotonic()
+    rebalanced = flow.wait_groups(workers=1)
+    end = publisher.join()
+    flow.wait_caught_up()
+    result = flow.verify(time.monotonic() - end,
+                         note=f"2 workers ({shares} partitions), 2 sinks; worker-2 "
+                              f"SIGKILLed at record {killed_at}, not restarted; the group "
+                              f"was stable with worker 1 alone {rebalanced:.0f} s later; "
+                              "recovery from the last record")
+    with client(flow.cfg) as es:
+        es.indices.refresh(index=f"{flow.cfg.elasticsearch.index_prefix}*")
+        fold = check_documents(expected_documents(flow.cfg, build_feed(workload)),
+                               list(job_documents(es, jobs_alias(flow.cfg))))
+    assert killed < end
+    record(result)
+    assert fold.ok, fold.as_dict()
