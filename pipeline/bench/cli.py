@@ -8,7 +8,7 @@ import click
 from rich.console import Console
 
 from pipeline.bench.report import figures_table, write_json
-from pipeline.bench.run import PHASES, BenchOptions, run_bench
+from pipeline.bench.run import OPTIONAL_PHASES, PHASES, BenchOptions, run_bench
 from pipeline.cli import get_config
 
 __all__ = ["bench"]
@@ -16,9 +16,9 @@ __all__ = ["bench"]
 
 def _phases(_: click.Context, __: click.Parameter, value: str) -> tuple[str, ...]:
     chosen = tuple(p.strip() for p in value.split(",") if p.strip())
-    unknown = [p for p in chosen if p not in PHASES]
+    unknown = [p for p in chosen if p not in PHASES + OPTIONAL_PHASES]
     if unknown or not chosen:
-        raise click.BadParameter(f"choose from {', '.join(PHASES)}")
+        raise click.BadParameter(f"choose from {', '.join(PHASES + OPTIONAL_PHASES)}")
     return chosen
 
 
@@ -44,7 +44,8 @@ def _phases(_: click.Context, __: click.Parameter, value: str) -> tuple[str, ...
               default=BenchOptions.time_scale, show_default=True,
               help="Scales the workload's waits and run times (how many jobs overlap).")
 @click.option("--phases", default=",".join(PHASES), show_default=True, callback=_phases,
-              help="Which phases to run, comma separated.")
+              help="Which phases to run, comma separated (also: "
+              f"{', '.join(OPTIONAL_PHASES)}, with --tracked-jobs).")
 @click.option("--timeout", type=click.FloatRange(min=10), default=BenchOptions.timeout,
               show_default=True, help="Longest wait for any one phase.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -84,6 +85,11 @@ def bench(ctx: click.Context, jobs: int, rate: float, latency_s: float, sample_e
                       f"{tracked['store_mib']} MiB on disk; Flux edge peak "
                       f"{tracked['flux_edge_rss_peak_mib']} MiB, Slurm edge peak "
                       f"{tracked['slurm_edge_rss_peak_mib']} MiB")
+    edge = result.details.get("slurm_edge")
+    if edge:
+        console.print(f"Slurm edge alone, {edge['jobs']} pending jobs ({edge['squeue_mib']} MiB "
+                      f"of squeue JSON), {edge['polls']} polls: peak {edge['rss_peak_mib']} "
+                      f"MiB, end {edge['rss_end_mib']} MiB")
     if json_path is not None:
         write_json(json_path, result.figures, result.details)
         console.print(f"written to {json_path}")

@@ -35,9 +35,12 @@ from pipeline.readback import client
 from pipeline.sink.names import Family
 from pipeline.topics import ensure_topics
 
-__all__ = ["PHASES", "BenchOptions", "BenchResult", "run_bench"]
+__all__ = ["OPTIONAL_PHASES", "PHASES", "BenchOptions", "BenchResult", "run_bench"]
 
 PHASES = ("ceilings", "baseline", "e2e", "replay", "latency", "memory")
+#: phases run only when named: ``slurm-edge`` is the Slurm edge alone polling a squeue
+#: document of ``tracked_jobs`` pending jobs (its memory, without the worker's run)
+OPTIONAL_PHASES = ("slurm-edge",)
 
 #: design section 6
 TARGET_RATIO = 0.5
@@ -154,6 +157,11 @@ def run_bench(cfg: Config, opts: BenchOptions, console: Console) -> BenchResult:
                                       opts.seed, logs / "tracked", timeout=opts.timeout,
                                       console=console)
             details["tracked"] = asdict(mem)
+        if "slurm-edge" in opts.phases and opts.tracked_jobs > 0:
+            edge = tracked.run_slurm_edge(names.phase(cfg, "slurmedge"), opts.tracked_jobs,
+                                          opts.seed, logs / "slurm-edge", timeout=opts.timeout,
+                                          console=console)
+            details["slurm_edge"] = asdict(edge)
         details["machine"]["load_at_end"] = list(os.getloadavg())
     return BenchResult(_figures(values, opts), details)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,7 +40,7 @@ from pipeline.offsets import Positions
 from pipeline.topics import ensure_topics
 from pipeline.workload import GeneratedRecord, Workload
 
-__all__ = ["TrackedResult", "pending_jobs", "run_tracked"]
+__all__ = ["SlurmEdgeResult", "TrackedResult", "pending_jobs", "run_slurm_edge", "run_tracked"]
 
 CHUNK = 10_000
 _POLL_S = 0.5
@@ -84,35 +85,54 @@ def pending_jobs(jobs: int, seed: int) -> Iterator[GeneratedRecord]:
         start += n
 
 
-def _write_sources(directory: Path, jobs: int, seed: int) -> tuple[int, int, int]:
+def _write_sources(directory: Path, jobs: int, seed: int, *,
+                   flux: bool = True) -> tuple[int, int, int]:
     """The Flux recording and the squeue document; returns (flux jobs, slurm jobs, bytes
-    of the squeue document)."""
+    of the squeue document). Without ``flux``, only the squeue document, of ``jobs`` Slurm
+    jobs."""
     directory.mkdir(parents=True, exist_ok=True)
-    flux = slurm = 0
+    flux_jobs = slurm = 0
     meta: dict[str, Any] | None = None
+    records = pending_jobs(jobs if flux else sys.maxsize, seed)
     with (directory / "journal.jsonl").open("wb") as journal, \
             (directory / "squeue-jobs.jsonl").open("wb") as squeue_jobs:
-        for rec in pending_jobs(jobs, seed):
+        for rec in records:
+            if not flux and slurm >= jobs:
+                break
             if rec.format == "flux-journal":
-                journal.write(rec.payload + b"\n")
-                flux += 1
+                if flux:
+                    journal.write(rec.payload + b"\n")
+                    flux_jobs += 1
             elif rec.format == "slurm-squeue":
                 doc = json.loads(rec.payload)
                 meta = meta or {k: v for k, v in doc.items() if k != "jobs"}
                 for job in doc["jobs"]:
-                    squeue_jobs.write(json.dumps(job, separators=(",", ":")).encode() + b",\n")
+                    squeue_jobs.write((b",\n" if slurm else b"")
+                                      + json.dumps(job, separators=(",", ":")).encode())
                 slurm += 1
-    # one squeue --json document with every pending job
+    # one squeue --json document with every pending job, copied (500,000 jobs are 284 MiB)
     squeue = directory / "squeue.json"
-    with squeue.open("wb") as out:
+    with squeue.open("wb") as out, (directory / "squeue-jobs.jsonl").open("rb") as body:
         head = json.dumps({**(meta or {"meta": {}, "errors": []}), "jobs": []},
                           separators=(",", ":")).encode()
         out.write(head[:-2])  # without the closing "]}"
-        body = (directory / "squeue-jobs.jsonl").read_bytes().rstrip(b",\n")
-        out.write(body + b"]}")
+        shutil.copyfileobj(body, out)
+        out.write(b"]}")
     (directory / "squeue-jobs.jsonl").unlink()
     (directory / "sacct.json").write_text(json.dumps({**(meta or {}), "jobs": []}))
-    return flux, slurm, squeue.stat().st_size
+    return flux_jobs, slurm, squeue.stat().st_size
+
+
+def _slurm_edge_cfg(cfg: Config, sources: Path, *, timeout: float,
+                    poll_interval_s: float) -> Config:
+    """The Slurm edge polling the squeue document in ``sources`` (poller only)."""
+    return cfg.replace(cluster="bench-slurm", edge={"slurm": {
+        "receiver": False, "hooks": False, "bridge": False, "poller": True,
+        # the poller appends --starttime/--endtime to sacct: sh takes them as $0.. and
+        # cat never sees them
+        "squeue_command": f"sh -c 'cat {sources / 'squeue.json'}' squeue",
+        "sacct_command": f"sh -c 'cat {sources / 'sacct.json'}' sacct",
+        "poll_interval_s": poll_interval_s, "command_timeout_s": timeout}})
 
 
 class _Edge:
@@ -139,6 +159,69 @@ class _Edge:
         self._fh.close()
 
 
+@dataclass
+class SlurmEdgeResult:
+    jobs: int
+    #: records the edge published (one per job, all in the first poll)
+    records: int
+    #: polls the edge made: the first publishes every job, the second finds none changed
+    polls: int
+    rss_peak_mib: float | None
+    rss_end_mib: float | None
+    squeue_mib: float
+    seconds: float
+
+
+#: what the poller logs (at -v) after each poll
+_POLL_LINE = "slurm poll: "
+
+
+def run_slurm_edge(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float,
+                   console: Console) -> SlurmEdgeResult:
+    """The Slurm edge alone (``python -m pipeline.edges -v slurm``, poller only) polling
+    one ``squeue --json`` of ``jobs`` pending jobs twice: the first poll publishes every
+    job, the second none (unchanged) but holds the last poll's digests beside the new
+    ones. Its RSS is sampled every 100 ms until the second poll ended and Kafka has every
+    record."""
+    sources = Path(cfg.edge.spool_dir).parent / "sources"
+    with console.status(f"slurm-edge: writing a squeue document of {jobs} pending jobs"):
+        _, slurm_jobs, squeue_bytes = _write_sources(sources, jobs, seed, flux=False)
+    ensure_topics(cfg)
+    positions = Positions(AdminClient(cfg.librdkafka()))
+    raw = [cfg.topics.raw]
+    rss = RssSampler(0.1)
+    started = time.monotonic()
+    # the next poll starts a second after the first ended
+    edge = _Edge(_slurm_edge_cfg(cfg, sources, timeout=timeout, poll_interval_s=1.0),
+                 ["-v", "slurm"], logs / "edge-slurm.log")
+    try:
+        rss.watch("slurm", edge.proc.pid)
+        rss.start()
+        deadline = time.monotonic() + timeout
+        with console.status(f"slurm-edge: the edge polls {slurm_jobs} jobs twice"):
+            while True:
+                if edge.proc.poll() is not None:
+                    raise ServiceError(f"the Slurm edge exited:\n{log_tail(edge.log)}")
+                polls = edge.log.read_text(errors="replace").count(_POLL_LINE)
+                published = _ends(positions, raw)
+                if polls >= 2 and published >= slurm_jobs:
+                    break
+                if time.monotonic() > deadline:
+                    raise ServiceError(
+                        f"the Slurm edge made {polls} polls and published {published} of "
+                        f"{slurm_jobs} records in {timeout:.0f} s:\n{log_tail(edge.log, 5)}")
+                time.sleep(_POLL_S)
+        rss.sample()
+        seconds = time.monotonic() - started
+    finally:
+        edge.stop()
+        rss.stop()
+    return SlurmEdgeResult(
+        jobs=slurm_jobs, records=_ends(positions, raw), polls=polls,
+        rss_peak_mib=mib(rss.peak.get("slurm")), rss_end_mib=mib(rss.last.get("slurm")),
+        squeue_mib=round(squeue_bytes / 2**20, 1), seconds=round(seconds, 1))
+
+
 def _store_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
@@ -156,13 +239,7 @@ def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float
     started = time.monotonic()
     with flow(cfg, logs, sink=False) as f:
         flux_cfg = cfg.replace(cluster="bench-flux")
-        slurm_cfg = cfg.replace(cluster="bench-slurm", edge={"slurm": {
-            "receiver": False, "hooks": False, "bridge": False, "poller": True,
-            # the poller appends --starttime/--endtime to sacct: sh takes them as $0.. and
-            # cat never sees them
-            "squeue_command": f"sh -c 'cat {sources / 'squeue.json'}' squeue",
-            "sacct_command": f"sh -c 'cat {sources / 'sacct.json'}' sacct",
-            "poll_interval_s": 86400.0, "command_timeout_s": timeout}})
+        slurm_cfg = _slurm_edge_cfg(cfg, sources, timeout=timeout, poll_interval_s=86400.0)
         edges = [_Edge(flux_cfg, ["flux", "--recorded", str(sources / "journal.jsonl")],
                        logs / "edge-flux.log"),
                  _Edge(slurm_cfg, ["slurm"], logs / "edge-slurm.log")]

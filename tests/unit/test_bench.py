@@ -3,6 +3,8 @@ documents are judged, the latency quantiles, the tracked-jobs generator."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pipeline.bench import tracked
@@ -73,6 +75,23 @@ def test_tracked_jobs_have_distinct_ids_across_chunks(monkeypatch: pytest.Monkey
     keys = [r.key for r in records]
     assert len(keys) == len(set(keys)) == 130
     assert {r.format for r in records} == {"flux-journal", "slurm-squeue"}
+
+
+@pytest.mark.parametrize("flux", [True, False])
+def test_the_squeue_document_lists_the_slurm_jobs(tmp_path, monkeypatch: pytest.MonkeyPatch,
+                                                  flux: bool) -> None:
+    monkeypatch.setattr(tracked, "CHUNK", 40)
+    flux_jobs, slurm_jobs, size = tracked._write_sources(tmp_path, 130, seed=5, flux=flux)
+    doc = json.loads((tmp_path / "squeue.json").read_bytes())
+    assert size == (tmp_path / "squeue.json").stat().st_size
+    ids = [job["job_id"] for job in doc["jobs"]]
+    assert len(ids) == len(set(ids)) == slurm_jobs
+    assert "meta" in doc
+    journal = (tmp_path / "journal.jsonl").read_bytes().splitlines()
+    if flux:  # the tracked jobs, half and half
+        assert flux_jobs + slurm_jobs == 130 and len(journal) == flux_jobs > 0
+    else:  # the Slurm edge alone: that many Slurm jobs
+        assert (flux_jobs, slurm_jobs, journal) == (0, 130, [])
 
 
 def test_every_figure_is_reported_even_when_not_measured() -> None:

@@ -13,6 +13,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -485,6 +486,27 @@ class TestStreamingPoll:
         keys = {r.key for r in spool.read(0, jobs + 1)}
         assert keys == {b"testcluster:%d" % j for j in range(1000, 1000 + jobs)}
         assert poller.high_water_mark == 1_800_000_000.0
+
+    def test_the_digests_of_a_poll_cost_no_python_object_per_job(
+            self, poller: SlurmPoller, outputs: dict[str, bytes]) -> None:
+        # an edge has 50 MB for a queue of 500,000 jobs: a poll may hold the last poll's
+        # digests and the new ones (8 bytes a job each), not a Python int per job (~48)
+        jobs = 20_000
+        doc = self.squeue_doc()
+        template = doc["jobs"][2]
+        doc["jobs"] = [{**template, "job_id": job_id} for job_id in range(1000, 1000 + jobs)]
+        outputs["squeue"] = json.dumps(doc).encode()
+        assert poller.poll_once() == jobs
+        tracemalloc.start()
+        try:
+            assert poller.poll_once() == 0  # every job unchanged
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 24 * jobs + 512 * 1024
+        doc["jobs"][5]["job_state"] = "RUNNING"
+        outputs["squeue"] = json.dumps(doc).encode()
+        assert poller.poll_once() == 1  # the digests kept still find the others'
 
 
 def test_strip_nul_removes_only_the_trailing_nul() -> None:
