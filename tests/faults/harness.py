@@ -32,10 +32,12 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import wait
 from pathlib import Path
 from typing import IO, Any
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 from elasticsearch import ApiError, Elasticsearch, helpers
 
 from pipeline.children import config_env, free_port, free_port_block, log_tail
@@ -43,7 +45,7 @@ from pipeline.config import Config
 from pipeline.edges.base import EdgeRuntime
 from pipeline.model import RawRecord
 from pipeline.normalize import normalize
-from pipeline.offsets import Positions, group_lag
+from pipeline.offsets import TP, Positions, group_lag
 from pipeline.readback import client, job_documents, jobs_alias, not_yet
 from pipeline.sink.names import Family, alias_name
 from pipeline.stack import broker_address, kafka_nodes, service, start_service, stop_service
@@ -51,9 +53,10 @@ from pipeline.topics import ensure_topics
 from pipeline.verify import compare
 from pipeline.workload import GeneratedRecord, Workload, WorkloadSpec
 
-__all__ = ["RESULTS", "STEADY_RATE", "WORKER_SESSION_TIMEOUT_S", "DepthWatch", "Flow", "Proc",
-           "Publisher", "Result", "all_in_sync", "busiest_broker", "coordinator", "leaders",
-           "private_stack", "record", "replication_factors", "spec", "wait_until", "write_table"]
+__all__ = ["GROUPS_WAIT_S", "RESULTS", "STEADY_RATE", "WORKER_SESSION_TIMEOUT_S", "DepthWatch",
+           "Flow", "Proc", "Publisher", "Result", "all_in_sync", "busiest_broker", "coordinator",
+           "describe_group", "describe_groups", "leaders", "private_stack", "record",
+           "replication_factors", "spec", "wait_until", "write_table"]
 
 #: Guard against a hang only; every wait ends on its condition long before.
 GUARD_S = 420.0
@@ -72,6 +75,16 @@ SINK_PROPERTIES = "session.timeout.ms=6000\nheartbeat.interval.ms=500\n"
 QUIET = logging.getLogger("faults.kafka")
 QUIET.addHandler(logging.NullHandler())
 QUIET.propagate = False
+
+#: how long a look at consumer groups (descriptions, commits) waits for its answer
+GROUPS_WAIT_S = 10.0
+#: librdkafka's own deadline for a group description, far past GROUPS_WAIT_S: the client
+#: is gone before any of its requests expires. A request to a group's coordinator that
+#: expires while the coordinator is unknown or down stays queued in its client, which
+#: sends it once the coordinator is up and then reads state it already freed: the whole
+#: process aborts (rd_kafka_enq_once_del_source_return: Assertion 'eonce->refcnt > 0').
+#: A broker killed or restarted is what brings the coordinator up again.
+_GROUPS_REQUEST_TIMEOUT_S = 120.0
 
 
 def spec(seed: int, jobs: int = 240, *, slurm: bool = True) -> WorkloadSpec:
@@ -148,6 +161,32 @@ def _metadata(cfg: Config) -> Any:
     return AdminClient(cfg.librdkafka(logger=QUIET)).list_topics(timeout=15)
 
 
+def describe_groups(cfg: Config, groups: Sequence[str]
+                    ) -> dict[str, ConsumerGroupDescription | BaseException]:
+    """Each consumer group's description, or why there is none (not there yet, its
+    coordinator moving or down, no answer within GROUPS_WAIT_S). The client lives for this
+    call alone and is destroyed with its requests still pending (see
+    _GROUPS_REQUEST_TIMEOUT_S)."""
+    admin = AdminClient(cfg.librdkafka(logger=QUIET))
+    futures = admin.describe_consumer_groups(list(groups),
+                                             request_timeout=_GROUPS_REQUEST_TIMEOUT_S)
+    wait(futures.values(), timeout=GROUPS_WAIT_S)
+    # exception(), not result(): a failure raised in this frame would tie the frame, and
+    # the client in it, to the traceback kept by the future, until the garbage collector
+    # breaks the cycle; the client would live on past its requests' deadline
+    return {group: (f.exception() or f.result()) if f.done()
+            else TimeoutError(f"group {group}: no description within {GROUPS_WAIT_S:.0f} s")
+            for group, f in futures.items()}
+
+
+def describe_group(cfg: Config, group: str) -> ConsumerGroupDescription:
+    """One consumer group's description (see :func:`describe_groups`); raises if none."""
+    desc = describe_groups(cfg, [group])[group]
+    if isinstance(desc, BaseException):
+        raise desc
+    return desc
+
+
 def leaders(cfg: Config, topics: Iterable[str]) -> Counter[int]:
     """How many partitions of ``topics`` each node of the stack leads (a node's number is
     its broker id)."""
@@ -181,9 +220,7 @@ def replication_factors(cfg: Config, topics: Iterable[str]) -> dict[str, int]:
 
 def coordinator(cfg: Config, group: str) -> int:
     """The node coordinating consumer group ``group`` (its heartbeats and commits)."""
-    admin = AdminClient(cfg.librdkafka(logger=QUIET))
-    desc = admin.describe_consumer_groups([group], request_timeout=10)[group].result(timeout=15)
-    return int(desc.coordinator.id)
+    return int(describe_group(cfg, group).coordinator.id)
 
 
 def all_in_sync(cfg: Config) -> bool:
@@ -321,6 +358,39 @@ class Result:
 # -- the flow ---------------------------------------------------------------------------
 
 
+class _Positions(Positions):
+    """:class:`~pipeline.offsets.Positions` whose groups' commits are read by a consumer of
+    each group (``committed()`` alone: it never joins), not by the AdminClient: the flow
+    polls them while brokers die, and the AdminClient, which lives as long as the flow,
+    would keep an expired request to a dead coordinator (see _GROUPS_REQUEST_TIMEOUT_S).
+    A consumer's lookup of its commits gives up without such a leftover."""
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__(AdminClient(cfg.librdkafka(logger=QUIET)))
+        self._cfg = cfg
+        self._consumers: dict[str, Consumer] = {}
+
+    def committed(self, group: str, partitions: Iterable[TP]) -> dict[TP, int]:
+        tps = [TopicPartition(t, p) for t, p in partitions]
+        if not tps:
+            return {}
+        consumer = self._consumers.get(group)
+        if consumer is None:
+            consumer = self._consumers[group] = Consumer(self._cfg.librdkafka(
+                logger=QUIET, **{"group.id": group, "enable.auto.commit": False}))
+        out: dict[TP, int] = {}
+        for tp in consumer.committed(tps, timeout=GROUPS_WAIT_S):
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+            out[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else -1
+        return out
+
+    def close(self) -> None:
+        for consumer in self._consumers.values():
+            consumer.close()
+        self._consumers.clear()
+
+
 def expected_event_ids(records: Iterable[GeneratedRecord]) -> set[str]:
     """The event ids the records parse into (what the events indices must hold)."""
     ids: set[str] = set()
@@ -379,7 +449,7 @@ class Flow:
         self.worker, self.sink = self.workers[0], self.sinks[0]
         self.edge: EdgeRuntime | None = None
         self.published = 0
-        self._positions = Positions(AdminClient(self.cfg.librdkafka(logger=QUIET)))
+        self._positions = _Positions(self.cfg)
         self._t0 = time.monotonic()
         self._last_report = 0.0
 
@@ -420,6 +490,7 @@ class Flow:
             self.edge = None
         for proc in self.procs:
             proc.stop(30)
+        self._positions.close()
 
     def groups(self) -> list[str]:
         return [self.cfg.worker.app_id, f"{self.cfg.worker.app_id}-sink"]
@@ -427,23 +498,13 @@ class Flow:
     def members(self) -> dict[str, int]:
         """Members of the worker's and the sink's groups, counted only when the group is
         stable (0 otherwise)."""
-        admin = AdminClient(self.cfg.librdkafka(logger=QUIET))
-        out: dict[str, int] = {}
-        for group, future in admin.describe_consumer_groups(self.groups(),
-                                                            request_timeout=10).items():
-            try:
-                desc = future.result(timeout=15)
-            except Exception:  # noqa: BLE001 -- not there yet, or its coordinator moving
-                out[group] = 0
-                continue
-            out[group] = len(desc.members) if desc.state.name == "STABLE" else 0
-        return out
+        return {group: len(desc.members)
+                if isinstance(desc, ConsumerGroupDescription) and desc.state.name == "STABLE"
+                else 0 for group, desc in describe_groups(self.cfg, self.groups()).items()}
 
     def worker_partitions(self) -> list[int]:
         """How many partitions each member of the worker's group is assigned."""
-        admin = AdminClient(self.cfg.librdkafka(logger=QUIET))
-        group = self.cfg.worker.app_id
-        desc = admin.describe_consumer_groups([group], request_timeout=10)[group].result(15)
+        desc = describe_group(self.cfg, self.cfg.worker.app_id)
         return sorted(len(m.assignment.topic_partitions) for m in desc.members)
 
     def wait_groups(self, workers: int | None = None, sinks: int | None = None) -> float:
