@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import RESULTS, Flow, private_stack, write_table
+from harness import RESULTS, Flow, all_in_sync, private_stack, wait_until, write_table
 
 from pipeline.config import Config
 from pipeline.errors import ServiceError
+from pipeline.stack import kafka_nodes, start_broker
 from pipeline.workload import WorkloadSpec
 
 _FAULTS_DIR = Path(__file__).parent
@@ -80,7 +81,12 @@ def make_flow(fault_stack: Config, tmp_path: Path, request: pytest.FixtureReques
 @pytest.fixture
 def make_cluster_flow(cluster_stack: Config, tmp_path: Path, request: pytest.FixtureRequest
                       ) -> Iterator[Any]:
-    """A :class:`Flow` on the three-broker stack (see :func:`_flows`)."""
+    """A :class:`Flow` on the three-broker stack (see :func:`_flows`), with every broker
+    up and every replica in sync first: a scenario that failed half-way through an outage
+    must not leave the next one a broker short."""
+    for node in kafka_nodes(cluster_stack):
+        start_broker(cluster_stack, node)
+    wait_until("every replica of the cluster in sync", lambda: all_in_sync(cluster_stack))
     yield from _flows(cluster_stack, tmp_path, request)
 
 

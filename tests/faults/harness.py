@@ -126,15 +126,14 @@ def private_stack(base: Config, brokers: int = 1) -> Iterator[Config]:
         ensure_up(base)  # fetches the distributions once
     cache = Path(tempfile.mkdtemp(prefix="js-faults-", dir="/tmp"))
     cache.chmod(0o755)  # the Elasticsearch system user (when run as root) must traverse it
-    if brokers == 1:
-        kafka_port, controller_port = free_port(), free_port()
-    else:
-        # node n listens on kafka_port + 2(n-1) and kafka_controller_port + 2(n-1)
-        kafka_port = free_port_block(2 * brokers)
-        controller_port = kafka_port + 1
+    # one block for all: node n listens on kafka_port + 2(n-1) and kafka_controller_port
+    # + 2(n-1), Elasticsearch on the port after them (a port asked for apart could fall
+    # inside the block, which is free again until the nodes start)
+    kafka_port = free_port_block(2 * brokers + 1)
     cfg = base.replace(stack={"cache_dir": str(cache), "kafka_port": kafka_port,
-                              "kafka_controller_port": controller_port,
-                              "kafka_brokers": brokers, "elasticsearch_port": free_port()})
+                              "kafka_controller_port": kafka_port + 1,
+                              "kafka_brokers": brokers,
+                              "elasticsearch_port": kafka_port + 2 * brokers})
     for name, shared in (("kafka", shared_kafka), ("elasticsearch", shared_es)):
         own = service(cfg, name).home  # type: ignore[attr-defined]
         own.parent.mkdir(parents=True, exist_ok=True)
