@@ -49,6 +49,7 @@ from pipeline.stack.kafka import (
     KafkaService,
     broker_address,
     kafka_nodes,
+    running_shape,
     stray_nodes,
     wait_brokers,
 )
@@ -288,10 +289,18 @@ def start_broker(cfg: Config, node: int, *, console: Console | None = None) -> b
         return started
 
 
-def status(cfg: Config) -> list[ServiceState]:
+def status(cfg: Config, *, running_shape_first: bool = False) -> list[ServiceState]:
     """The state of every service, one per Kafka node (and any Kafka node of this cache
-    directory running in another shape): version, address, pid, running, ready."""
+    directory running in another shape): version, address, pid, running, ready.
+
+    ``running_shape_first``: when no node of the configured shape runs but a Kafka of
+    another shape does, the state of that one (``stack status`` without ``--brokers``).
+    """
     jdks = find_jdks()
+    if running_shape_first and all(m.process() is None for m in _members(cfg, "kafka", jdks)):
+        shape = running_shape(cfg, jdks)
+        if shape is not None:
+            cfg = cfg.replace(stack={"kafka_brokers": shape})
     members = [m for n in SERVICES for m in _members(cfg, n, jdks)]
     members[-1:-1] = stray_nodes(cfg, jdks)
     return [m.state() for m in members]

@@ -19,7 +19,8 @@ _names = click.argument("services", nargs=-1, type=click.Choice(SERVICES))
 _brokers = click.option(
     "--brokers", type=click.IntRange(min=1), default=None,
     help="Kafka nodes (stack.kafka_brokers), each broker and controller; node n on "
-         "kafka_port + 2(n-1). Default: the configured count (1).")
+         "kafka_port + 2(n-1). Default: the configured count (1); for status, the "
+         "running Kafka's count when the configured one is not running.")
 
 
 def _config(ctx: click.Context, brokers: int | None) -> Config:
@@ -66,7 +67,7 @@ def down(ctx: click.Context, services: tuple[str, ...]) -> None:
 def status_cmd(ctx: click.Context, brokers: int | None) -> None:
     """Show what runs where, one row per Kafka node; exit 69 when one is not running and
     ready."""
-    states = status(_config(ctx, brokers))
+    states = status(_config(ctx, brokers), running_shape_first=brokers is None)
     table = Table("service", "version", "address", "pid", "state", box=None)
     for st in states:
         state = ("[green]ready[/]" if st.ready else

@@ -31,7 +31,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from pipeline.config import Config
-from pipeline.errors import ServiceError
+from pipeline.errors import ConfigError, ServiceError
 from pipeline.stack import procs
 from pipeline.stack.java import Jdk, pick_jdk
 from pipeline.stack.maven import DEPENDENCY_PLUGIN, run_mvn
@@ -56,11 +56,24 @@ def _render(asset: str, **values: object) -> str:
 
 
 def kafka_nodes(cfg: Config) -> list[int]:
-    """The node numbers (and KRaft node ids) of the stack's Kafka: 1 .. stack.kafka_brokers."""
+    """The node numbers (and KRaft node ids) of the stack's Kafka: 1 .. stack.kafka_brokers.
+
+    Refuses a count whose ports would overlap: node n takes ``kafka_port + 2(n-1)`` and
+    ``kafka_controller_port + 2(n-1)``, so the two ports must differ by an odd number
+    (9092 and 9093 interleave; 9092 and 9094 would give node 2 node 1's controller port).
+    """
     count = cfg.stack.kafka_brokers
     if count < 1:
-        raise ServiceError(f"stack.kafka_brokers must be at least 1, not {count}")
-    return list(range(1, count + 1))
+        raise ConfigError(f"stack.kafka_brokers must be at least 1, not {count}")
+    nodes = list(range(1, count + 1))
+    ports = [p for n in nodes for p in node_ports(cfg, n)]
+    if len(set(ports)) != len(ports) or max(ports) > 65535:
+        raise ConfigError(
+            f"stack.kafka_brokers = {count} with stack.kafka_port {cfg.stack.kafka_port} and "
+            f"stack.kafka_controller_port {cfg.stack.kafka_controller_port} gives the nodes "
+            f"overlapping or invalid ports {ports}: choose ports an odd number apart, e.g. "
+            f"kafka_controller_port = kafka_port + 1")
+    return nodes
 
 
 def node_ports(cfg: Config, node: int) -> tuple[int, int]:
@@ -131,6 +144,23 @@ def wait_brokers(cfg: Config, nodes: set[int], timeout: float) -> None:
                 f"Kafka brokers {sorted(nodes)} are not all in the cluster's metadata after "
                 f"{timeout:.0f} s (not yet seen by nodes {sorted(pending)})")
         time.sleep(0.5)
+
+
+def running_shape(cfg: Config, jdks: list[Jdk]) -> int | None:
+    """The node count of a Kafka of this cache directory running in another shape than
+    ``stack.kafka_brokers`` (its voters), or None: what ``stack status`` shows without
+    ``--brokers``, so that a cluster started by ``up --brokers 3`` is not reported as a
+    stopped one-node Kafka."""
+    for svc in stray_nodes(cfg, jdks):
+        if not svc.clustered:
+            return 1
+        try:
+            voters = voter_ids(svc.properties.read_text())
+        except OSError:
+            continue
+        if voters:
+            return len(voters)
+    return None
 
 
 def stray_nodes(cfg: Config, jdks: list[Jdk]) -> list[KafkaService]:

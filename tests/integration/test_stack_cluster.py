@@ -99,11 +99,15 @@ def test_three_brokers_each_in_status_and_metadata(cluster: Config) -> None:
     run = Path(cluster.stack.cache_dir) / "run"
     assert sorted(p.name for p in run.iterdir()) == ["kafka-1", "kafka-2", "kafka-3"]
 
-    shown = CliRunner().invoke(main, ["stack", "status", "--brokers", "3"], env=_env(cluster))
-    rows = {line.split()[0]: line for line in shown.output.splitlines()[1:] if line.strip()}
-    for n in (1, 2, 3):
-        assert broker_address(cluster, n) in rows[f"kafka-{n}"]
-        assert "ready" in rows[f"kafka-{n}"]
+    # without --brokers, status shows the cluster that runs, not a stopped one-node Kafka
+    for args in (["--brokers", "3"], []):
+        shown = CliRunner().invoke(main, ["stack", "status", *args], env=_env(cluster))
+        rows = {line.split()[0]: line for line in shown.output.splitlines()[1:]
+                if line.strip()}
+        assert not any(name == "kafka" for name in rows), shown.output
+        for n in (1, 2, 3):
+            assert broker_address(cluster, n) in rows[f"kafka-{n}"]
+            assert "ready" in rows[f"kafka-{n}"]
 
 
 def test_one_node_is_refused_beside_the_cluster(cluster: Config) -> None:

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from pipeline.children import free_port_block
 from pipeline.cli import main
 from pipeline.config import Config
-from pipeline.errors import ServiceError
+from pipeline.errors import ConfigError, ServiceError
 from pipeline.stack import StackInfo, broker_address, kafka_nodes, status
 from pipeline.stack.java import Jdk
 from pipeline.stack.kafka import KafkaService, render_properties, replication, voter_ids
@@ -123,8 +123,20 @@ def test_nodes_of_a_cluster_have_their_own_run_directories(tmp_path: Path) -> No
 
 
 def test_no_brokers_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ServiceError, match="kafka_brokers must be at least 1"):
+    with pytest.raises(ConfigError, match="kafka_brokers must be at least 1"):
         kafka_nodes(cfg_in(tmp_path, kafka_brokers=0))
+
+
+def test_overlapping_node_ports_are_refused(tmp_path: Path) -> None:
+    # node 2's broker port would be node 1's controller port
+    with pytest.raises(ConfigError, match="odd number apart"):
+        kafka_nodes(cfg_in(tmp_path, kafka_brokers=3, kafka_port=9092,
+                           kafka_controller_port=9094))
+    assert kafka_nodes(cfg_in(tmp_path, kafka_brokers=1, kafka_port=9092,
+                              kafka_controller_port=9094)) == [1]
+    with pytest.raises(ConfigError, match="overlapping or invalid"):
+        kafka_nodes(cfg_in(tmp_path, kafka_brokers=3, kafka_port=65532,
+                           kafka_controller_port=65533))
 
 
 def test_a_node_formatted_for_another_count_is_refused(tmp_path: Path) -> None:
