@@ -177,11 +177,14 @@ def _metadata(cfg: Config, admin: AdminClient, timeout: float) -> ClusterMetadat
 
 def _resolve(cfg: Config, admin: AdminClient, meta: ClusterMetadata,
              timeout: float) -> Replication:
-    brokers = sorted(meta.brokers)
     cluster: dict[str, str] = {}
-    if brokers:
-        cluster = _describe(admin, [ConfigResource(ResourceType.BROKER, str(brokers[0]))],
-                            timeout).get(str(brokers[0]), {})
+    # each broker in turn: one in the metadata may be dead and not yet fenced, and a worker
+    # restarted meanwhile must still learn the cluster's defaults from another
+    for broker in sorted(meta.brokers):
+        cluster = _describe(admin, [ConfigResource(ResourceType.BROKER, str(broker))],
+                            min(timeout, 10.0)).get(str(broker), {})
+        if cluster:
+            break
     return replication_from(cfg, cluster)
 
 
