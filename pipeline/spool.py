@@ -327,7 +327,11 @@ def spool_stats(directory: Path) -> list[SpoolStats]:
 #: librdkafka settings jobstream needs for its guarantees; the properties file cannot undo
 #: them. Every confluent producer of jobstream takes its properties from
 #: :func:`producer_config` (the edges' drainers, publish, the sink's DLQ, demo and bench).
-REQUIRED_PRODUCER = {"enable.idempotence": True, "acks": "all"}
+#: ``murmur2_random`` is the Java client's and aiokafka's (Faust's) partitioner: a job's
+#: raw records land in the partition the worker's table keeps that job in (librdkafka's
+#: default, ``consistent_random``, is a CRC32 of the key and places them elsewhere).
+REQUIRED_PRODUCER = {"enable.idempotence": True, "acks": "all",
+                     "partitioner": "murmur2_random"}
 #: defaults the properties file may override.
 DEFAULT_PRODUCER = {
     "linger.ms": 5,
@@ -351,7 +355,7 @@ def producer_config(cfg: Config, client_id: str, **extra: Any) -> dict[str, Any]
         if key in props and str(props[key]).lower() != str(value).lower():
             raise ConfigError(f"kafka.properties_file sets {key}={props[key]}; jobstream's "
                               f"producers need {key}={str(value).lower()} for no-loss, "
-                              "in-order delivery")
+                              "in-order delivery, each job in its worker's partition")
         props[key] = value
     return props
 

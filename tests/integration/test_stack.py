@@ -112,3 +112,29 @@ def test_kafka_stop_and_start_keeps_data(stack_cfg: Config, base_config: Config,
 
     got = _consume(make_consumer(topic), 1)
     assert [(m.key(), m.value()) for m in got] == [(b"k", b"before the restart")]
+
+
+def test_producers_place_a_job_where_the_worker_keeps_it(
+        stack_cfg: Config, kafka_admin: AdminClient,
+        make_consumer: Callable[..., Consumer]) -> None:
+    """A jobstream producer (producer_config) puts each key in the partition Faust's
+    partitioner (aiokafka's murmur2, the Java client's) gives it, on a real broker."""
+    from aiokafka.partitioner import DefaultPartitioner
+
+    from pipeline.spool import producer_config
+
+    topic = f"{stack_cfg.topics.raw}-partitioner"
+    partitions = 12
+    _create_topic(kafka_admin, topic, partitions)
+    keys = [f"cluster{c}:{job}".encode() for c in range(3) for job in range(0, 40_000, 97)]
+    producer = Producer(producer_config(stack_cfg, "test-partitioner"))
+    for key in keys:
+        producer.produce(topic, key=key, value=b"x")
+    assert producer.flush(30) == 0
+
+    got = {m.key(): m.partition() for m in _consume(make_consumer(topic), len(keys),
+                                                       max_polls=len(keys) + 60)}
+    faust_partition = DefaultPartitioner()
+    assert got == {k: faust_partition(k, list(range(partitions)), list(range(partitions)))
+                   for k in keys}
+    assert len(set(got.values())) == partitions

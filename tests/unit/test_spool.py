@@ -125,6 +125,14 @@ def test_producer_config_refuses_to_weaken_delivery(tmp_path: Path) -> None:
         producer_config(Config().replace(kafka={"properties_file": str(props)}), "edge")
 
 
+def test_producer_config_keeps_the_workers_partitioner(tmp_path: Path) -> None:
+    assert producer_config(Config(), "edge")["partitioner"] == "murmur2_random"
+    props = tmp_path / "rdkafka.properties"
+    props.write_text("partitioner=consistent_random\n")
+    with pytest.raises(ConfigError, match="partitioner"):
+        producer_config(Config().replace(kafka={"properties_file": str(props)}), "edge")
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
