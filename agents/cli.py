@@ -39,7 +39,7 @@ def worker(ctx: click.Context, name: str | None, web_port: int | None, store_dir
     replication = resolve_replication(cfg)
     w = create_app(cfg, name=name, replication=replication)
     configs, partitions = internal_topics(w)
-    ensure_topics(cfg, extra=configs, partitions=partitions)
+    ensure_topics(cfg, extra=configs, partitions=partitions, replication=replication)
     click.echo(f"jobstream worker: {replication.describe()}; producers acks=all", err=True)
     metrics.start(cfg, "worker")
     runner = Runner(w.app, loglevel=loglevel, quiet=True)

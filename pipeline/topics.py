@@ -196,14 +196,16 @@ def resolve_replication(cfg: Config, timeout: float = 30.0) -> Replication:
 
 def ensure_topics(cfg: Config, timeout: float = 30.0, *,
                   extra: Mapping[str, Mapping[str, str]] | None = None,
-                  partitions: Mapping[str, int] | None = None) -> list[str]:
+                  partitions: Mapping[str, int] | None = None,
+                  replication: Replication | None = None) -> list[str]:
     """Create the missing topics of ``cfg`` (and ``extra``: name -> topic configs, e.g. a
     process's internal topics, with ``partitions`` where one is not
     ``kafka.partitions``), replicated as configured; warn about existing topics with less
-    replication than that. Returns the names created."""
+    replication than that (``replication``: as :func:`resolve_replication` found it,
+    when the caller asked already). Returns the names created."""
     admin = AdminClient(cfg.librdkafka())
     meta = _metadata(cfg, admin, timeout)
-    rep = _resolve(cfg, admin, meta, timeout)
+    rep = replication or _resolve(cfg, admin, meta, timeout)
     logger.info("%s", rep.describe())
     existing = meta.topics
     specs = {**topic_specs(cfg), **(extra or {})}
