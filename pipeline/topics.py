@@ -205,7 +205,7 @@ def ensure_topics(cfg: Config, timeout: float = 30.0, *,
     when the caller asked already). Returns the names created."""
     admin = AdminClient(cfg.librdkafka())
     meta = _metadata(cfg, admin, timeout)
-    rep = replication or _resolve(cfg, admin, meta, timeout)
+    rep = replication if replication is not None else _resolve(cfg, admin, meta, timeout)
     logger.info("%s", rep.describe())
     existing = meta.topics
     specs = {**topic_specs(cfg), **(extra or {})}
