@@ -3,14 +3,18 @@ topics that exist with less, and the worker's Faust settings (no broker needed).
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
+from confluent_kafka import KafkaException
 
 from agents.app import create_app, internal_topics
 from pipeline.config import Config
 from pipeline.errors import ConfigError
-from pipeline.topics import replication_from, topic_warnings
+from pipeline.topics import _resolve, replication_from, topic_warnings
 
 CLUSTER = {"default.replication.factor": "3", "min.insync.replicas": "1"}
 
@@ -103,3 +107,33 @@ def test_the_worker_takes_a_configured_factor_without_asking_kafka(tmp_path: Pat
 def test_the_worker_never_guesses_the_cluster_default(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="resolve_replication"):
         create_app(_worker_cfg(tmp_path))
+
+
+class _Cluster:
+    """Answers DescribeConfigs like a cluster whose lowest broker is dead but not yet
+    fenced (still in the metadata): its request fails, the others answer."""
+
+    def __init__(self, dead: set[str]) -> None:
+        self.dead = dead
+        self.asked: list[str] = []
+
+    def describe_configs(self, resources: list[Any], request_timeout: float
+                         ) -> dict[Any, Future[Any]]:
+        out: dict[Any, Future[Any]] = {}
+        for resource in resources:
+            self.asked.append(resource.name)
+            future: Future[Any] = Future()
+            if resource.name in self.dead:
+                future.set_exception(KafkaException(f"broker {resource.name} timed out"))
+            else:
+                future.set_result({k: SimpleNamespace(value=v) for k, v in CLUSTER.items()})
+            out[resource] = future
+        return out
+
+
+def test_the_cluster_default_comes_from_a_broker_that_answers() -> None:
+    admin = _Cluster(dead={"1"})
+    rep = _resolve(kafka(), admin, SimpleNamespace(brokers={1: None, 2: None, 3: None}),  # type: ignore[arg-type]
+                   timeout=1.0)
+    assert (rep.factor, rep.min_insync) == (3, 1)
+    assert admin.asked == ["1", "2"]  # in turn, and no further once one answered
