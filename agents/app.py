@@ -1,14 +1,12 @@
 """The Faust app: built from the configuration, nothing runs at import.
 
-Topology (two stages, so that the state table is partitioned by *job*, whatever key or
-partitioner the producers of the raw topic used)::
+Topology (one stage; the canonical topic carries only the events of raw records that are
+not in their job's partition, and the expiry of finished jobs)::
 
-    hpc.jobs.raw ──normalize──> <app>-canonical (keyed cluster:job_id) ──jobs──> hpc.jobs.events
-                     │                                    ▲   │   (table)    └─> hpc.jobs.state
-                     └─> hpc.jobs.dlq                      │   └─ timers ─────> hpc.queue.snapshots
-                                                 expiry ───┘
+    hpc.jobs.raw ───────────jobs (table) ──> hpc.jobs.events, hpc.jobs.state, hpc.jobs.dlq
+          └─ re-keyed ─> <app>-canonical ─┘  └─ timers ──> hpc.queue.snapshots, expiry
 
-Both agents run with concurrency 1 (faust-streaming #606: a higher concurrency can commit
+The agent runs with concurrency 1 (faust-streaming #606: a higher concurrency can commit
 past an in-flight event and lose it on a crash); scale comes from partitions and workers.
 """
 
@@ -22,13 +20,14 @@ from typing import Any
 
 import faust
 
+from agents.outputs import Outputs
 from pipeline.anonymize import Anonymizer
 from pipeline.config import Config
 from pipeline.enrich import Enricher
 from pipeline.errors import ConfigError
 from pipeline.kafka_auth import faust_credentials
 from pipeline.logrepeat import RepeatFilter
-from pipeline.topics import RAW_MAX_MESSAGE_BYTES, Replication, replication_from
+from pipeline.topics import Replication, replication_from
 from pipeline.wire import Wire
 
 __all__ = ["Runner", "Worker", "create_app", "internal_topics"]
@@ -43,11 +42,8 @@ class Worker:
     name: str
     raw: Any
     canonical: Any
-    events: Any
-    state: Any
-    snapshots: Any
-    dlq: Any
     jobs: Any
+    outputs: Outputs
     anonymizer: Anonymizer
     enricher: Enricher
     wire: Wire
@@ -79,7 +75,7 @@ def create_app(cfg: Config, *, name: str | None = None,
     creates its internal topics with a number of replicas, not the broker's default, so
     without a configured ``kafka.replication_factor`` the cluster's must be read first.
     """
-    from agents import faust_gaps, jobs, normalize, watchdog  # they register themselves
+    from agents import faust_gaps, jobs, watchdog  # they register themselves
     from agents.web import JobQuery, WebAccess, faust_web_settings
 
     if replication is None:
@@ -118,6 +114,8 @@ def create_app(cfg: Config, *, name: str | None = None,
         store_options={"block_cache_size": 16 * 1024 * 1024,
                        "write_buffer_size": 8 * 1024 * 1024, "max_write_buffer_number": 2},
         stream_wait_empty=True,
+        # Faust's producer writes the table's changelog only; the outputs go through
+        # agents.outputs (confluent-kafka, idempotent).
         producer_acks=-1,
         # No enable_idempotence: Faust passes it to aiokafka only inside transactions
         # (exactly_once), and aiokafka 0.14's idempotent producer cannot recover from
@@ -130,11 +128,9 @@ def create_app(cfg: Config, *, name: str | None = None,
         # 0): the worker spent a quarter of its time writing them to the socket.
         producer_linger=0.01,
         # aiokafka keeps one batch per partition and makes a send wait until a full one is
-        # sent: with Faust's 16 KiB a few job states fill it and the agents stall on
+        # sent: with Faust's 16 KiB a few table values fill it and the agents stall on
         # round trips. Under the topics' 1 MiB max.message.bytes.
         producer_max_batch_size=512 * 1024,
-        # a bad raw record goes to the DLQ whole, however big the raw topic lets it be
-        producer_max_request_size=RAW_MAX_MESSAGE_BYTES,
         consumer_group_instance_id=cfg.worker.instance_id or None,
         broker_session_timeout=cfg.worker.session_timeout_s,
         # heartbeats well inside the session timeout (faust's default is 3 s)
@@ -147,23 +143,18 @@ def create_app(cfg: Config, *, name: str | None = None,
                           value_serializer="raw", partitions=cfg.kafka.partitions,
                           internal=True, config=topic_config)
 
-    def out(topic: str) -> Any:
-        return app.topic(topic, key_serializer="raw", value_serializer="raw")
-
     # keys and values stored raw: values are the JSON of JobFold.to_dict(), encoded once
     # by agents.states (Faust's json serializer would encode them twice)
     table = app.Table("jobs", default=None, partitions=cfg.kafka.partitions, key_type=bytes,
                       value_type=bytes, extra_topic_configs=topic_config)
     worker = Worker(
-        cfg=cfg, app=app, name=worker_name, raw=raw_topic, canonical=canonical,
-        events=out(cfg.topics.events), state=out(cfg.topics.state),
-        snapshots=out(cfg.topics.snapshots), dlq=out(cfg.topics.dlq), jobs=table,
+        cfg=cfg, app=app, name=worker_name, raw=raw_topic, canonical=canonical, jobs=table,
+        outputs=Outputs(cfg, f"{cfg.worker.app_id}-{worker_name}"),
         anonymizer=Anonymizer.from_config(cfg.anonymize.fields, cfg.anonymize.key_file),
         enricher=Enricher.from_config(cfg.enrich.passwd_file, cfg.enrich.users_file,
                                       cfg.enrich.topology_file),
         wire=Wire(cfg),
     )
-    normalize.register(worker)
     jobs.register(worker)
     JobQuery(worker, access).register()
     watchdog.register(app, {raw_topic.get_topic_name(), canonical.get_topic_name()},

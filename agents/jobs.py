@@ -1,24 +1,30 @@
-"""Stage 2: canonical events -> per-job state table -> canonical events and job states out.
+"""The jobs stage: raw records (and re-keyed events) -> per-job state table -> canonical
+events and job states out, in one hop.
 
-For every canonical event: fold it into the job's state (the same fold as ``jobstream
-fold``; the table read through a bounded cache of folds, :mod:`agents.states`), then
-enrich, anonymize and emit the event to ``hpc.jobs.events`` and the job's document(s) to
-``hpc.jobs.state``. A *duplicate* event changes no state but is emitted
-again all the same, and the table entry written again: after a crash the table (RocksDB,
-written at once) can be ahead of the outputs and of its own changelog (flushed at
-commit), and re-emitting is what makes them catch up. The sink
-is idempotent (events by id, states by revision), so this costs a no-op write, not a
-double count.
+**One hop.** Every jobstream producer keys a raw record by its job (``cluster:job_id``)
+and partitions it with murmur2, as Faust partitions the table: such a record is already
+in its job's table partition and is folded where it is read. A record that is not (no
+key, another key than its events', another partitioner: a foreign producer or a raw topic
+written by a jobstream before 0.9) has its events re-keyed once through the internal
+canonical topic, read by this same agent, and folded like the rest. The fold does not
+depend on order, so a job whose records take both paths folds the same.
 
-Job states are emitted per *batch*, not per event: a job's events come in bursts (a
+**Batches.** An event is folded into its job's state at once and emitted to
+``hpc.jobs.events``; the job's table entry, its documents for ``hpc.jobs.state`` and the
+acknowledgement of the records wait for the batch, which ends after ``STATE_BATCH`` events
+or ``STATE_FLUSH_S`` after its first record (a timer). A job's events come in bursts (a
 Flux submit, validate, depend, priority within milliseconds; alloc, prolog, start; the
-end), and each state is the whole document, so only the last of a burst matters. The
-agent marks the job pending and keeps the event unacknowledged; :class:`PendingStates`
-emits each pending job's latest state once, after ``STATE_BATCH`` events or
-``STATE_FLUSH_S`` after the first one (a timer), and only then acknowledges the events.
-Faust commits an offset only once its event is acknowledged and flushes its producer
-before committing, so a crash can lose no state: the events are read again. This halves
-the worker's work per event (the fold's documents, their Avro encoding and the sends).
+end), so a burst costs one table write, one changelog record and one state. The batch's
+outputs are flushed before its records are acknowledged, and Faust commits only
+acknowledged offsets and flushes the changelog before it commits: a crash loses nothing,
+the records are read again. A rebalance waits until every record delivered is
+acknowledged (``stream_wait_empty``), so a batch is always written whole before its
+partitions go; the timer ends it within ``STATE_FLUSH_S``.
+
+A *duplicate* event changes no state but is emitted again all the same, and its job's
+table entry written again: after a crash the table (RocksDB, written at once) can be ahead
+of the outputs and of its own changelog (flushed at commit), and re-emitting is what makes
+them catch up. The sink is idempotent (events by id, states by revision).
 
 Timers: queue snapshots of this worker's partitions every ``worker.snapshot_interval_s``,
 and the expiry of finished jobs after ``worker.done_grace_s`` (a control message through
@@ -27,14 +33,31 @@ the canonical topic, since a table may only change inside its stream).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from aiokafka.partitioner import murmur2
+from faust.streams import _current_event
+
+from agents.normalize import RecentIds, Rejected, canonical_events, dlq_headers
+from agents.outputs import Outputs
 from agents.states import JobStates, decode_state
 from pipeline.anonymize import IDENTITY_FIELDS
 from pipeline.fold import JobFold
-from pipeline.metrics import WORKER_EVENTS_FOLDED, WORKER_RECORDS_PUBLISHED, LastEventTime
+from pipeline.metrics import (
+    DLQ_RECORDS,
+    WORKER_DUPLICATES_DROPPED,
+    WORKER_EVENTS_FOLDED,
+    WORKER_RECORDS_PUBLISHED,
+    WORKER_RECORDS_READ,
+    LastEventTime,
+)
 from pipeline.model import JobEvent
 from pipeline.snapshots import JobSummary, build_snapshots, summarize
 from pipeline.wire import EXPIRE, decode_canonical, encode_control
@@ -42,9 +65,34 @@ from pipeline.wire import EXPIRE, decode_canonical, encode_control
 if TYPE_CHECKING:
     from agents.app import Worker
 
-__all__ = ["register"]
+__all__ = ["JobsStage", "job_partition", "register"]
 
 logger = logging.getLogger(__name__)
+
+#: end the batch after this many events ...
+STATE_BATCH = 500
+#: ... or this long after its first record (the latency it adds, at most)
+STATE_FLUSH_S = 0.05
+
+
+@lru_cache(maxsize=1 << 16)
+def job_partition(key: bytes, partitions: int) -> int:
+    """The partition of a job key under murmur2, as Faust's (aiokafka's) default
+    partitioner and librdkafka's ``murmur2_random`` put it (cached: a job's records come
+    in bursts and the hash is pure Python)."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+@contextmanager
+def as_current(event: Any) -> Iterator[None]:
+    """Make ``event`` Faust's current event: a table reads and writes the partition of
+    the current event, and refuses a write outside one (a batch is written after its
+    events were read, from the agent or the timer)."""
+    token = _current_event.set(weakref.ref(event))
+    try:
+        yield
+    finally:
+        _current_event.reset(token)
 
 
 class ActiveJobs:
@@ -70,38 +118,168 @@ class ActiveJobs:
                 if done is not None and now - done >= grace_s and p in self.partitions]
 
 
-#: emit the pending job states after this many events ...
-STATE_BATCH = 500
-#: ... or this long after the first of them (the latency it adds, at most)
-STATE_FLUSH_S = 0.05
-
-
-class PendingStates:
-    """Jobs whose state is not emitted yet (key -> partition, latest fold) and the events
-    waiting for it, acknowledged once it is."""
+class Batch:
+    """The jobs folded since the last flush (key -> the last record of the job read, its
+    fold) and the records to acknowledge once their outputs are confirmed."""
 
     def __init__(self) -> None:
-        self.folds: dict[bytes, tuple[int, JobFold]] = {}
-        self.events: list[Any] = []
+        self.folds: dict[bytes, tuple[Any, JobFold]] = {}
+        self.records: list[Any] = []
+        self.events = 0
         self.since = 0.0
 
-    def add(self, key: bytes, partition: int, fold: JobFold, event: Any) -> None:
-        if not self.events:
+    def took(self, record: Any) -> None:
+        if not self.records:
             self.since = time.monotonic()
-        self.folds[key] = (partition, fold)
-        self.events.append(event)
+        self.records.append(record)
 
-    def take(self) -> tuple[dict[bytes, tuple[int, JobFold]], list[Any]]:
-        """Everything pending, and empty again (no await in between: the agent and the
-        timer both flush)."""
-        folds, events = self.folds, self.events
-        self.folds, self.events = {}, []
-        return folds, events
+
+class JobsStage:
+    """Folds a worker's records into its jobs' states, in batches (module docstring)."""
+
+    def __init__(self, worker: Worker, outputs: Outputs, states: JobStates,
+                 active: ActiveJobs) -> None:
+        self.worker, self.outputs, self.states, self.active = worker, outputs, states, active
+        self.topics = worker.cfg.topics
+        self.raw = worker.raw.get_topic_name()
+        self.canonical = worker.canonical.get_topic_name()
+        self.partitions = worker.cfg.kafka.partitions
+        self.max_bytes = worker.cfg.worker.max_event_bytes
+        self.recent = RecentIds()
+        self.batch = Batch()
+        self._flushing = asyncio.Lock()
+        self._raw_partitions: int | None = None
+        self._read = WORKER_RECORDS_READ.labels(self.raw)
+        self._sent = {t: WORKER_RECORDS_PUBLISHED.labels(t)
+                      for t in (self.topics.events, self.topics.state, self.canonical)}
+        self._folded: dict[str, Any] = {}  # cluster -> its counter, looked up once
+        self._last_event = LastEventTime()
+
+    async def take(self, record: Any) -> None:
+        """One record of the raw or the canonical topic (Faust's event)."""
+        message = record.message
+        if message.topic == self.raw:
+            self._take_raw(record)
+        else:
+            item = decode_canonical(message.value)
+            if item == EXPIRE:
+                await self._expire(message.key, record)
+                return
+            assert isinstance(item, JobEvent)
+            self._fold(message.key, record, item)
+        self.batch.took(record)
+        if self.batch.events >= STATE_BATCH:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Write the batch: each job's table entry and states, every output confirmed,
+        then its records acknowledged."""
+        async with self._flushing:
+            batch, self.batch = self.batch, Batch()
+            if not batch.records:
+                return
+            now = time.time()
+            sent = 0
+            for key, (record, fold) in batch.folds.items():
+                with as_current(record):
+                    self.states.put(key, fold)
+                docs = [self.worker.anonymizer.document(self.worker.enricher.facts(d))
+                        for d in fold.documents()]
+                for doc in docs:
+                    self.outputs.send(self.topics.state, key, self.worker.wire.encode_state(doc))
+                sent += len(docs)
+                if docs:
+                    self.active.update(key, record.message.partition, summarize(docs[-1]), now)
+            self._sent[self.topics.state].inc(sent)
+            await self.outputs.flush()
+            for record in batch.records:
+                record.ack()
+
+    def _take_raw(self, record: Any) -> None:
+        message = record.message
+        self._read.inc()
+        try:
+            events = canonical_events(self.worker.wire, message.value, self.max_bytes)
+        except Rejected as rejected:
+            logger.warning("bad raw record %s[%d]@%d: %s", message.topic, message.partition,
+                           message.offset, rejected.error,
+                           exc_info=rejected.__cause__ if rejected.reason == "internal-error"
+                           else None)
+            self.outputs.send(self.topics.dlq, message.key, message.value,
+                              dlq_headers(message, rejected))
+            DLQ_RECORDS.labels("normalize", rejected.reason).inc()
+            return
+        home = self._is_home(message)
+        for ev, data in events:
+            if self.recent.seen(data):
+                WORKER_DUPLICATES_DROPPED.inc()
+                continue
+            key = ev.key.encode()
+            if home and key == message.key:
+                self._fold(key, record, ev)
+            else:
+                self.outputs.send(self.canonical, key, data)
+                self._sent[self.canonical].inc()
+
+    def _is_home(self, message: Any) -> bool:
+        """Whether a raw record is in its key's table partition (its events of that key
+        can be folded here)."""
+        if message.key is None:
+            return False
+        if self._raw_partitions is None:
+            self._raw_partitions = self.worker.app.consumer.topic_partitions(self.raw)
+            if self._raw_partitions is not None and self._raw_partitions != self.partitions:
+                logger.warning("%s has %d partitions, the worker's table %d "
+                               "(kafka.partitions): every raw record is re-keyed through %s",
+                               self.raw, self._raw_partitions, self.partitions, self.canonical)
+        return (self._raw_partitions == self.partitions
+                and job_partition(message.key, self.partitions) == message.partition)
+
+    def _fold(self, key: bytes, record: Any, ev: JobEvent) -> None:
+        entry = self.batch.folds.get(key)
+        fold = entry[1] if entry is not None else self.states.get(key)
+        if fold is None:
+            fold = JobFold()
+        fold.add(ev)
+        self.batch.folds[key] = (record, fold)
+        self.batch.events += 1
+        event = ev.to_dict()
+        event["facts"] = self.worker.enricher.facts(event["facts"])
+        event = self.worker.anonymizer.event(event, self._identities(fold))
+        self.outputs.send(self.topics.events, key, self.worker.wire.encode_event(event))
+        self._sent[self.topics.events].inc()
+        counter = self._folded.get(ev.cluster)
+        if counter is None:
+            counter = self._folded[ev.cluster] = WORKER_EVENTS_FOLDED.labels(ev.cluster)
+        counter.inc()
+        self._last_event.saw(ev.cluster, ev.timestamp)
+
+    async def _expire(self, key: bytes, record: Any) -> None:
+        await self.flush()  # a pending state must not follow the tombstone
+        done = self.states.get(key)
+        if done is not None and done.done:
+            self.states.delete(key)
+            self.active.jobs.pop(key, None)
+            self.outputs.send(self.topics.state, key, None)
+            self._sent[self.topics.state].inc()
+            await self.outputs.flush()
+        record.ack()
+
+    def _identities(self, fold: JobFold) -> set[tuple[str, Any]]:
+        """(field, value) of every identity a job's events state (enriched), for the
+        anonymization of free text; nothing when the policy is off."""
+        if not self.worker.anonymizer.active:
+            return set()
+        facts = self.worker.enricher.facts
+        return {(f, v) for ev in fold.events() for f, v in facts(ev.facts).items()
+                if f in IDENTITY_FIELDS and v is not None}
 
 
 def register(worker: Worker) -> None:
-    app, table, cfg = worker.app, worker.jobs, worker.cfg
-    states = JobStates(table)
+    app, cfg = worker.app, worker.cfg
+    states = JobStates(worker.jobs)
+    active = ActiveJobs()
+    stage = JobsStage(worker, worker.outputs, states, active)
 
     @app.on_partitions_revoked.connect
     async def forget_revoked(app: Any, revoked: Any, **kwargs: Any) -> None:
@@ -110,81 +288,24 @@ def register(worker: Worker) -> None:
     @app.on_partitions_assigned.connect
     async def forget_assigned(app: Any, assigned: Any, **kwargs: Any) -> None:
         states.clear()
-    active = ActiveJobs()
-    pending = PendingStates()
-    sent_events = WORKER_RECORDS_PUBLISHED.labels(worker.events.get_topic_name())
-    sent_states = WORKER_RECORDS_PUBLISHED.labels(worker.state.get_topic_name())
-    sent_snapshots = WORKER_RECORDS_PUBLISHED.labels(worker.snapshots.get_topic_name())
-    folded: dict[str, Any] = {}  # cluster -> its counter, looked up once
-    last_event = LastEventTime()
 
-    def event_output(ev: JobEvent, state: dict[str, Any]) -> dict[str, Any]:
-        event = ev.to_dict()
-        event["facts"] = worker.enricher.facts(event["facts"])
-        return worker.anonymizer.event(event, _identities(worker, state))
-
-    def documents(fold: JobFold) -> list[dict[str, Any]]:
-        return [worker.anonymizer.document(worker.enricher.facts(d)) for d in fold.documents()]
-
-    async def emit_states() -> None:
-        folds, events = pending.take()
-        now = time.time()
-        for key, (partition, fold) in folds.items():
-            docs = documents(fold)
-            for doc in docs:
-                await worker.state.send(key=key, value=worker.wire.encode_state(doc))
-            sent_states.inc(len(docs))
-            if docs:
-                active.update(key, partition, summarize(docs[-1]), now)
-        for event in events:
-            event.ack()
-
-    @app.agent(worker.canonical, name="jobs", concurrency=1)
+    @app.agent(app.topic(stage.raw, stage.canonical, key_serializer="raw",
+                         value_serializer="raw"), name="jobs", concurrency=1)
     async def jobs(stream):  # type: ignore[no-untyped-def]
-        async for event in stream.noack().events():
-            message = event.message
-            key: bytes = message.key
-            item = decode_canonical(message.value)
-            if item == EXPIRE:
-                await emit_states()  # a pending state must not follow the tombstone
-                done = states.get(key)
-                if done is not None and done.done:
-                    states.delete(key)
-                    active.jobs.pop(key, None)
-                    await worker.state.send(key=key, value=None)
-                    sent_states.inc()
-                event.ack()
-                continue
-            assert isinstance(item, JobEvent)
-            fold = states.get(key)
-            if fold is None:
-                fold = JobFold()
-            fold.add(item)
-            # Written even for a duplicate: after a crash the local store can be ahead of the
-            # changelog (written at once vs. flushed at commit); rewriting re-sends the
-            # changelog entry, as re-emitting catches the outputs up.
-            value = states.put(key, fold)
-            await worker.events.send(key=key,
-                                     value=worker.wire.encode_event(event_output(item, value)))
-            sent_events.inc()
-            counter = folded.get(item.cluster)
-            if counter is None:
-                counter = folded[item.cluster] = WORKER_EVENTS_FOLDED.labels(item.cluster)
-            counter.inc()
-            last_event.saw(item.cluster, item.timestamp)
-            pending.add(key, message.partition, fold, event)
-            if len(pending.events) >= STATE_BATCH:
-                await emit_states()
+        async for record in stream.noack().events():
+            await stage.take(record)
 
     @app.timer(interval=STATE_FLUSH_S)
-    async def emit_pending_states() -> None:
-        if pending.events and time.monotonic() - pending.since >= STATE_FLUSH_S:
-            await emit_states()
+    async def end_batch() -> None:
+        if stage.batch.records and time.monotonic() - stage.batch.since >= STATE_FLUSH_S:
+            await stage.flush()
+
+    sent_snapshots = WORKER_RECORDS_PUBLISHED.labels(cfg.topics.snapshots)
 
     @app.timer(interval=cfg.worker.snapshot_interval_s)
     async def queue_snapshots() -> None:
         assigned = {tp.partition for tp in app.assignor.assigned_actives()
-                    if tp.topic == worker.canonical.get_topic_name()}
+                    if tp.topic == stage.canonical}
         if assigned != active.partitions or active.stale:
             _rebuild(active, worker, assigned)
         jobs = (s for p, s, _ in active.jobs.values() if p in assigned)
@@ -194,32 +315,25 @@ def register(worker: Worker) -> None:
                     len(active.jobs), len(snaps))
         for snap in snaps:
             key = f"{snap['cluster']}:{snap['queue']}".encode()
-            await worker.snapshots.send(key=key, value=worker.wire.encode_snapshot(snap))
+            worker.outputs.send(cfg.topics.snapshots, key, worker.wire.encode_snapshot(snap))
+        worker.outputs.poll()
         sent_snapshots.inc(len(snaps))
 
     @app.timer(interval=max(cfg.worker.done_grace_s / 4, 1.0))
     async def expire_done() -> None:
         for key in active.expired(time.time(), cfg.worker.done_grace_s):
-            await worker.canonical.send(key=key, value=encode_control(EXPIRE))
-
-
-def _identities(worker: Worker, state: dict[str, Any]) -> set[tuple[str, Any]]:
-    """(field, value) of every identity a job's events state (enriched), for the
-    anonymization of free text; nothing when the policy is off."""
-    if not worker.anonymizer.active:
-        return set()
-    return {(f, v) for e in state["events"] for f, v in worker.enricher.facts(e["facts"]).items()
-            if f in IDENTITY_FIELDS and v is not None}
+            worker.outputs.send(stage.canonical, key, encode_control(EXPIRE))
+        worker.outputs.poll()
 
 
 def _rebuild(active: ActiveJobs, worker: Worker, assigned: set[int]) -> None:
     """Re-read the summaries of the assigned partitions' jobs from the table.
 
     The table iterates only the keys of partitions this worker holds, without saying which;
-    the partition is the canonical topic's (same count and partitioner as the changelog).
+    the partition is the key's under murmur2 (the table's partitioner).
     """
     now = time.time()
-    topic = worker.canonical.get_topic_name()
+    partitions = worker.cfg.kafka.partitions
     active.jobs = {k: v for k, v in active.jobs.items() if v[0] in assigned}
     for key, value in worker.jobs.items():
         state = decode_state(value)
@@ -227,7 +341,6 @@ def _rebuild(active: ActiveJobs, worker: Worker, assigned: set[int]) -> None:
             continue
         docs = JobFold.from_dict(state).documents()
         if docs:
-            partition = worker.app.producer.key_partition(topic, key).partition
-            active.update(key, partition, summarize(docs[-1]), now)
+            active.update(key, job_partition(key, partitions), summarize(docs[-1]), now)
     active.partitions = assigned
     active.stale = False

@@ -1,9 +1,9 @@
-"""Stage 1: raw records -> canonical events, re-keyed by job; bad records -> DLQ.
+"""Raw records -> canonical events; why a bad record goes to the DLQ.
 
 Stateless. A bounded LRU of recently seen events drops most duplicates (journal
-backlogs after an edge reconnect, repeated polls) before they cost a Kafka round trip;
-the per-job state of stage 2 is what makes dropping them *correct*, so losing this LRU in
-a restart costs only traffic. It remembers an event by its whole encoding, not its
+backlogs after an edge reconnect, repeated polls) before they cost a fold and an output;
+the per-job state of the jobs stage is what makes dropping them *correct*, so losing this
+LRU in a restart costs only traffic. It remembers an event by its whole encoding, not its
 ``event_id`` alone: two copies of one id may differ (a journal backlog gives ``seq``, the
 live journal does not) and the fold merges them, so only an exact copy may go.
 
@@ -16,17 +16,14 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipeline.errors import ParseError, ServiceError
-from pipeline.metrics import DLQ_RECORDS, WORKER_DUPLICATES_DROPPED, WORKER_RECORDS_READ
+from pipeline.model import JobEvent
 from pipeline.normalize import normalize
-from pipeline.wire import fit_event
+from pipeline.wire import Wire, fit_event
 
-if TYPE_CHECKING:
-    from agents.app import Worker
-
-__all__ = ["RecentIds", "register"]
+__all__ = ["RecentIds", "Rejected", "canonical_events", "dlq_headers"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,44 +47,34 @@ class RecentIds:
         return False
 
 
-def register(worker: Worker) -> None:
-    recent = RecentIds()
-    max_bytes = worker.cfg.worker.max_event_bytes
-    read = WORKER_RECORDS_READ.labels(worker.raw.get_topic_name())
+class Rejected(Exception):
+    """A raw record that gives no events: why, for its DLQ record."""
 
-    @worker.app.agent(worker.raw, name="normalize", concurrency=1)
-    async def normalize_raw(stream):  # type: ignore[no-untyped-def]
-        async for event in stream.events():
-            message = event.message
-            read.inc()
-            try:
-                events = [fit_event(ev, max_bytes)
-                          for ev in normalize(worker.wire.decode_raw(message.value))]
-            except ParseError as exc:
-                logger.warning("bad raw record %s[%d]@%d: %s", message.topic, message.partition,
-                               message.offset, exc)
-                await _to_dlq(worker, message, exc.reason, exc.message)
-                continue
-            except ServiceError:
-                raise  # not the record's fault (a registry away): crash, retry on restart
-            except Exception as exc:  # a parser bug must not stop the stream nor lose the record
-                logger.exception("parser failure on %s[%d]@%d", message.topic, message.partition,
-                                 message.offset)
-                await _to_dlq(worker, message, "internal-error", f"{type(exc).__name__}: {exc}")
-                continue
-            for ev, data in events:
-                if recent.seen(data):
-                    WORKER_DUPLICATES_DROPPED.inc()
-                    continue
-                await worker.canonical.send(key=ev.key.encode(), value=data)
+    def __init__(self, reason: str, error: str) -> None:
+        super().__init__(error)
+        self.reason, self.error = reason, error
 
 
-async def _to_dlq(worker: Worker, message: Any, reason: str, error: str) -> None:
-    """The raw message, untouched, to the DLQ with why (headers ``reason``, ``stage``,
-    ``error``, and ``source``: where it was read)."""
-    await worker.dlq.send(
-        key=message.key, value=message.value,
-        headers=[("reason", reason.encode()), ("stage", b"normalize"),
-                 ("error", error.encode()[:1000]),
-                 ("source", f"{message.topic}[{message.partition}]@{message.offset}".encode())])
-    DLQ_RECORDS.labels("normalize", reason).inc()
+def canonical_events(wire: Wire, value: bytes, max_bytes: int) -> list[tuple[JobEvent, bytes]]:
+    """A raw record's canonical events, each cut to ``max_bytes``, with its encoding.
+
+    :raises Rejected: the record is bad (or the parser failed on it: a parser bug must not
+        stop the stream nor lose the record).
+    :raises ServiceError: not the record's fault (a registry away): crash, retry on restart.
+    """
+    try:
+        return [fit_event(ev, max_bytes) for ev in normalize(wire.decode_raw(value))]
+    except ParseError as exc:
+        raise Rejected(exc.reason, exc.message) from exc
+    except ServiceError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the caller logs it with its traceback
+        raise Rejected("internal-error", f"{type(exc).__name__}: {exc}") from exc
+
+
+def dlq_headers(message: Any, rejected: Rejected) -> list[tuple[str, bytes]]:
+    """Why a raw message went to the DLQ (its key and value go untouched): ``reason``,
+    ``stage``, ``error``, and ``source``, where it was read."""
+    return [("reason", rejected.reason.encode()), ("stage", b"normalize"),
+            ("error", rejected.error.encode()[:1000]),
+            ("source", f"{message.topic}[{message.partition}]@{message.offset}".encode())]

@@ -361,7 +361,7 @@ def producer_config(cfg: Config, client_id: str, **extra: Any) -> dict[str, Any]
 
 
 #: Kafka errors a retry can never fix: the record goes to the quarantine table.
-_POISON_ERRORS = frozenset({"MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "INVALID_RECORD",
+POISON_ERRORS = frozenset({"MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "INVALID_RECORD",
                             "CORRUPT_MESSAGE", "INVALID_REQUIRED_ACKS", "RECORD_LIST_TOO_LARGE"})
 
 
@@ -512,7 +512,7 @@ class Drainer:
                 if not isinstance(exc, KafkaException):
                     raise
                 err = exc.args[0]
-                if err.name() in _POISON_ERRORS:
+                if err.name() in POISON_ERRORS:
                     self._poison.append((rec.seq, f"{err.name()}: {err.str()}"))
                     return "poison"
                 self.last_error = f"{err.name()}: {err.str()}"
@@ -525,7 +525,7 @@ class Drainer:
             self._acked.append(seq)
             return
         name = err.name()
-        if name in _POISON_ERRORS:
+        if name in POISON_ERRORS:
             self._poison.append((seq, f"{name}: {err.str()}"))
             return
         self.last_error = f"{name}: {err.str()}"
