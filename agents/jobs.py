@@ -49,7 +49,7 @@ from agents.normalize import RecentIds, Rejected, canonical_events, dlq_headers
 from agents.outputs import Outputs
 from agents.states import JobStates, decode_state
 from pipeline.anonymize import IDENTITY_FIELDS
-from pipeline.fold import JobFold
+from pipeline.fold import JobFold, folds
 from pipeline.metrics import (
     DLQ_RECORDS,
     WORKER_DUPLICATES_DROPPED,
@@ -236,23 +236,30 @@ class JobsStage:
                 and job_partition(message.key, self.partitions) == message.partition)
 
     def _fold(self, key: bytes, record: Any, ev: JobEvent) -> None:
-        entry = self.batch.folds.get(key)
-        fold = entry[1] if entry is not None else self.states.get(key)
-        if fold is None:
-            fold = JobFold()
-        fold.add(ev)
-        self.batch.folds[key] = (record, fold)
-        self.batch.events += 1
+        if folds(ev):
+            fold = self._job(key)
+            fold.add(ev)
+            self.batch.folds[key] = (record, fold)
+            self.batch.events += 1
+            counter = self._folded.get(ev.cluster)
+            if counter is None:
+                counter = self._folded[ev.cluster] = WORKER_EVENTS_FOLDED.labels(ev.cluster)
+            counter.inc()
         event = ev.to_dict()
         event["facts"] = self.worker.enricher.facts(event["facts"])
-        event = self.worker.anonymizer.event(event, self._identities(fold))
+        known = self._identities(self._job(key)) if self.worker.anonymizer.active else ()
+        event = self.worker.anonymizer.event(event, known)
         self.outputs.send(self.topics.events, key, self.worker.wire.encode_event(event))
         self._sent[self.topics.events].inc()
-        counter = self._folded.get(ev.cluster)
-        if counter is None:
-            counter = self._folded[ev.cluster] = WORKER_EVENTS_FOLDED.labels(ev.cluster)
-        counter.inc()
         self._last_event.saw(ev.cluster, ev.timestamp)
+
+    def _job(self, key: bytes) -> JobFold:
+        """The job's fold as this batch left it (its table entry is written at the end of
+        the batch), empty for a job not seen yet."""
+        entry = self.batch.folds.get(key)
+        if entry is not None:
+            return entry[1]
+        return self.states.get(key) or JobFold()
 
     async def _expire(self, key: bytes, record: Any) -> None:
         await self.flush()  # a pending state must not follow the tombstone
@@ -267,9 +274,7 @@ class JobsStage:
 
     def _identities(self, fold: JobFold) -> set[tuple[str, Any]]:
         """(field, value) of every identity a job's events state (enriched), for the
-        anonymization of free text; nothing when the policy is off."""
-        if not self.worker.anonymizer.active:
-            return set()
+        anonymization of free text."""
         facts = self.worker.enricher.facts
         return {(f, v) for ev in fold.events() for f, v in facts(ev.facts).items()
                 if f in IDENTITY_FIELDS and v is not None}

@@ -92,6 +92,11 @@ Field rules that are choices (Flux facts: flux.md section 2.3):
   ``node_hours``, for node-hour weighted means without scripts. ``node_hours`` counts
   every run of a requeued job while the efficiencies are the latest run's: the earlier
   runs' hours weigh the latest run's figure (sacct without ``--duplicates`` has no other).
+* ``memo`` events (``flux job memo``: a job's owner and its workflow tools post any number
+  of them) state no fact and change no field but ``updated_at``: they are not folded
+  (:func:`folds`), so neither ``revision`` nor ``updated_at`` moves with them, and a job's
+  state and the cost of folding it do not grow with its memos. They are in the events
+  index like every event.
 * ``revision``: the number of distinct (event id, content) pairs folded for the job key.
   It only grows as events arrive, is the same for any order, and is shared by every
   incarnation of a key (an event can move to a new incarnation when its submit arrives; a
@@ -113,7 +118,7 @@ from typing import Any
 from pipeline.buckets import duration_bucket, gpu_bucket, size_bucket
 from pipeline.model import RESULTS, JobEvent, job_key
 
-__all__ = ["DOC_FIELDS", "JobFold", "doc_id", "event_order", "fold"]
+__all__ = ["DOC_FIELDS", "JobFold", "doc_id", "event_order", "fold", "folds"]
 
 #: Every field of a job document, in output order (unknown values are None): the fields of
 #: the ``JobState`` schema, plus ``incarnation`` (0 but for a reused Slurm job id).
@@ -195,6 +200,15 @@ _SLURM_REASON_RANK: Mapping[str, int] = {
     "Priority": 3, "Resources": 4,
 }
 _SLURM_REASON_OTHER = 2
+
+
+#: Events that can state no fact, posted without bound by a job's users (module docstring).
+_NOT_FOLDED = frozenset({"memo"})
+
+
+def folds(event: JobEvent) -> bool:
+    """Whether ``event`` is folded into its job's state (a memo is not)."""
+    return event.event not in _NOT_FOLDED or bool(event.facts)
 
 
 def _slurm_reason(reasons: Iterable[str]) -> str | None:
@@ -308,7 +322,10 @@ class JobFold:
         return len(self._events)
 
     def add(self, event: JobEvent) -> bool:
-        """Fold in one event; False if it was already there (a duplicate)."""
+        """Fold in one event; False if it was already there (a duplicate) or is not
+        folded (:func:`folds`)."""
+        if not folds(event):
+            return False
         if self.cluster is None:
             self.cluster, self.scheduler, self.job_id = (
                 event.cluster, event.scheduler, event.job_id)

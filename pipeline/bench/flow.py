@@ -2,7 +2,7 @@
 
 **Throughput** (:func:`run_e2e`). The raw topic is filled with the workload first; then the
 worker(s) and the sink start. The clock starts at the worker's first output (the first
-record on its internal canonical topic, seen through the topic's end offsets every 50 ms),
+record on its events topic, seen through the topic's end offsets every 50 ms),
 so process start-up and the group join are reported apart and not charged to throughput;
 it stops when Elasticsearch *searches* every job document at its final revision: the
 number of documents equals the number of jobs and the sum of their ``revision`` fields
@@ -148,12 +148,12 @@ class E2EResult:
 
 def _first_output(cfg: Config, f: Flow, timeout: float) -> float:
     positions = Positions(AdminClient(cfg.librdkafka()))
-    canonical = [f"{cfg.worker.app_id}-canonical"]
+    outputs = [cfg.topics.events]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         f.check()
         try:
-            if sum(positions.ends(canonical).values()) > 0:
+            if sum(positions.ends(outputs).values()) > 0:
                 return time.monotonic()
         except ServiceError:
             pass  # the worker is creating the topic: no leader for a moment

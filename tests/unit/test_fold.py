@@ -142,6 +142,20 @@ def test_running_job_usage_runs_to_the_newest_event_not_the_clock() -> None:
     assert one(events) == doc  # reproducible
 
 
+def test_memos_are_not_folded_and_a_job_state_does_not_grow_with_them() -> None:
+    running = [e for e in flux_life() if e.timestamp <= T0 + 11]
+    memos = [ev("memo", T0 + 12 + i, ctx={"progress": i}) for i in range(10_000)]
+    jf = JobFold()
+    for e in running + memos:
+        jf.add(e)
+    assert jf.documents() == fold(running) == fold(running + memos)
+    assert len(jf) == len(running) and jf.revision == len(running)
+    assert not jf.add(memos[0])
+    # a memo stating a fact is folded like any event
+    assert jf.add(ev("memo", T0 + 13, facts={"queue": "debug"}))
+    assert jf.documents()[0]["queue"] == "debug"
+
+
 def test_pending_job_has_no_run_fields() -> None:
     doc = one([e for e in flux_life() if e.timestamp <= T0 + 2])
     assert doc["state"] == "pending"
