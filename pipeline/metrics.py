@@ -72,7 +72,7 @@ EDGE_RECORDS_PUBLISHED = Counter(
 # -- the worker -----------------------------------------------------------------------
 
 WORKER_RECORDS_READ = Counter(
-    "jobstream_worker_records_read", "Raw records the normalize stage read", ["topic"])
+    "jobstream_worker_records_read", "Raw records the worker read", ["topic"])
 WORKER_DUPLICATES_DROPPED = Counter(
     "jobstream_worker_duplicates_dropped",
     "Canonical events dropped as exact copies of a recent one before the fold")
@@ -80,7 +80,8 @@ WORKER_EVENTS_FOLDED = Counter(
     "jobstream_worker_events_folded", "Canonical events folded into job states", ["cluster"])
 WORKER_RECORDS_PUBLISHED = Counter(
     "jobstream_worker_records_published",
-    "Records the worker sent to an output topic (events, job states, snapshots)", ["topic"])
+    "Records the worker sent to an output topic (events, job states, snapshots) or re-keyed "
+    "to its canonical topic", ["topic"])
 LAST_EVENT_TIME = Gauge(
     "jobstream_last_event_timestamp_seconds",
     "Newest timestamp of a folded event per cluster (Unix time): a cluster that went quiet",
