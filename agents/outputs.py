@@ -22,6 +22,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from pipeline.config import Config
+from pipeline.edges.base import Backoff
 from pipeline.spool import POISON_ERRORS, producer_config
 
 __all__ = ["Outputs"]
@@ -65,7 +66,7 @@ class Outputs:
 
     async def flush(self) -> None:
         """Wait until Kafka confirmed every record sent so far, resending failed ones."""
-        attempt = 0
+        backoff = Backoff(initial=0.1, maximum=5.0)
         while True:
             while await asyncio.to_thread(self._producer.flush, FLUSH_WAIT_S):
                 logger.warning("outputs: Kafka has not confirmed %d records for %.0f s; "
@@ -76,10 +77,10 @@ class Outputs:
             errors = {err.name() for *_, err in failed}
             if errors & POISON_ERRORS or any(err.fatal() for *_, err in failed):
                 raise KafkaException(failed[0][-1])
-            attempt += 1
-            logger.warning("outputs: %d records failed (%s); sending them again (attempt %d)",
-                           len(failed), ", ".join(sorted(errors)), attempt)
-            await asyncio.sleep(min(0.1 * 2 ** attempt, 5.0))
+            delay = backoff.next()
+            logger.warning("outputs: %d records failed (%s); sending them again in %.1f s",
+                           len(failed), ", ".join(sorted(errors)), delay)
+            await asyncio.sleep(delay)
             for topic, key, value, headers, _ in failed:
                 self.send(topic, key, value, headers)
 

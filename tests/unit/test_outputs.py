@@ -1,0 +1,84 @@
+"""The worker's outputs (agents/outputs.py): a record whose delivery failed is produced
+again until Kafka confirms it; one Kafka can never take stops the worker. The producer is
+a stand-in that reports the deliveries it is told to fail (the real one, against a broker
+that goes away, is in tests/faults)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from agents.outputs import Outputs
+from pipeline.config import Config
+
+
+class Message:
+    def __init__(self, topic: str, key: bytes | None, value: bytes | None,
+                 headers: Any) -> None:
+        self._t, self._k, self._v, self._h = topic, key, value, headers
+
+    def topic(self) -> str:
+        return self._t
+
+    def key(self) -> bytes | None:
+        return self._k
+
+    def value(self) -> bytes | None:
+        return self._v
+
+    def headers(self) -> Any:
+        return self._h
+
+
+class Producer:
+    """Delivers at flush; the n-th produce call fails with ``fail[n]``."""
+
+    def __init__(self, fail: dict[int, int]) -> None:
+        self.fail = fail
+        self.calls = 0
+        self.queued: list[tuple[Message, Any, int | None]] = []
+        self.delivered: list[tuple[str, bytes | None, bytes | None, Any]] = []
+
+    def produce(self, topic: str, value: bytes | None, key: bytes | None, *, headers: Any,
+                on_delivery: Any) -> None:
+        self.queued.append((Message(topic, key, value, headers), on_delivery,
+                            self.fail.get(self.calls)))
+        self.calls += 1
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+    def flush(self, timeout: float) -> int:
+        queued, self.queued = self.queued, []
+        for msg, callback, code in queued:
+            if code is None:
+                self.delivered.append((msg.topic(), msg.key(), msg.value(), msg.headers()))
+                callback(None, msg)
+            else:
+                callback(KafkaError(code), msg)
+        return 0
+
+    def __len__(self) -> int:
+        return len(self.queued)
+
+
+def test_a_failed_delivery_is_sent_again_with_its_headers() -> None:
+    producer = Producer({1: KafkaError._MSG_TIMED_OUT})
+    outputs = Outputs(Config(), "test", producer=producer)
+    outputs.send("events", b"k1", b"v1")
+    outputs.send("dlq", b"k2", b"v2", [("reason", b"bad-avro")])
+    asyncio.run(outputs.flush())
+    assert sorted(producer.delivered) == [("dlq", b"k2", b"v2", [("reason", b"bad-avro")]),
+                                          ("events", b"k1", b"v1", None)]
+    assert producer.calls == 3
+
+
+def test_a_record_kafka_can_never_take_stops_the_worker() -> None:
+    producer = Producer({0: KafkaError.MSG_SIZE_TOO_LARGE})
+    outputs = Outputs(Config(), "test", producer=producer)
+    outputs.send("state", b"k", b"x" * 10)
+    with pytest.raises(KafkaException):
+        asyncio.run(outputs.flush())
