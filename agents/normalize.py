@@ -14,7 +14,6 @@ record with an event that cannot fit goes to the DLQ whole, like any bad record.
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections import OrderedDict
 from typing import Any
 
@@ -24,8 +23,6 @@ from pipeline.normalize import normalize
 from pipeline.wire import Wire, fit_event
 
 __all__ = ["RecentIds", "Rejected", "canonical_events", "dlq_headers"]
-
-logger = logging.getLogger(__name__)
 
 
 class RecentIds:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import pytest
+
 from agents.normalize import RecentIds
 from agents.states import JobStates, decode_state, encode_state
 from agents.watchdog import PartitionProgress, stalled
@@ -26,6 +28,30 @@ def test_recent_ids_drop_only_exact_copies() -> None:
     # the backlog's copy of the same event has its eventlog position: the fold merges the
     # two, so it must pass
     assert not recent.seen(encode_canonical(replace(LIVE, seq=1)))
+
+
+def test_a_bad_raw_record_is_rejected_with_its_reason_and_where_it_was_read() -> None:
+    from types import SimpleNamespace
+
+    from agents.normalize import Rejected, canonical_events, dlq_headers
+    from pipeline.wire import Wire
+
+    wire = Wire(Config())
+    with pytest.raises(Rejected) as bad:
+        canonical_events(wire, b"not avro", 10_000)
+    assert bad.value.reason == "not-avro"
+    message = SimpleNamespace(topic="hpc.jobs.raw", partition=2, offset=41)
+    assert dict(dlq_headers(message, bad.value)) == {
+        "reason": b"not-avro", "stage": b"normalize", "error": bad.value.error.encode(),
+        "source": b"hpc.jobs.raw[2]@41"}
+
+    class Broken:  # a parser bug must not stop the stream: the record is rejected
+        def decode_raw(self, data: bytes) -> None:
+            raise KeyError("oops")
+
+    with pytest.raises(Rejected) as bug:
+        canonical_events(Broken(), b"x", 10_000)  # type: ignore[arg-type]
+    assert bug.value.reason == "internal-error" and "KeyError" in bug.value.error
 
 
 def test_recent_ids_forget_the_oldest() -> None:
