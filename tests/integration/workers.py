@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    Producer,
+)
 from confluent_kafka import TopicPartition as KTP
 from confluent_kafka.admin import AdminClient
 
@@ -228,7 +234,12 @@ def lag(cfg: Config) -> dict[str, dict[int, tuple[int, int]]]:
     group = cfg.worker.app_id
     out: dict[str, dict[int, tuple[int, int]]] = {}
     for topic in (cfg.topics.raw, canonical_topic(cfg)):
-        ends = end_offsets(cfg, topic)
+        try:
+            ends = end_offsets(cfg, topic)
+        except KafkaException as exc:
+            if not exc.args[0].retriable():
+                raise
+            ends = {}  # a topic the worker just created has no leader for a moment
         if not ends:
             out[topic] = {}
             continue
