@@ -30,6 +30,7 @@ from pipeline.config import Config
 from pipeline.errors import ConfigError, SpoolError
 
 __all__ = [
+    "POISON_ERRORS",
     "Drainer",
     "Spool",
     "SpoolRecord",
@@ -360,9 +361,10 @@ def producer_config(cfg: Config, client_id: str, **extra: Any) -> dict[str, Any]
     return props
 
 
-#: Kafka errors a retry can never fix: the record goes to the quarantine table.
+#: Kafka errors a retry can never fix: the record goes to the quarantine table (the
+#: worker's outputs stop on them: agents/outputs.py).
 POISON_ERRORS = frozenset({"MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "INVALID_RECORD",
-                            "CORRUPT_MESSAGE", "INVALID_REQUIRED_ACKS", "RECORD_LIST_TOO_LARGE"})
+                           "CORRUPT_MESSAGE", "INVALID_REQUIRED_ACKS", "RECORD_LIST_TOO_LARGE"})
 
 
 class Drainer:
