@@ -15,6 +15,7 @@ templates are deleted afterwards.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -39,6 +40,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _INTEGRATION_DIR in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.integration)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # A Kafka client that only a reference cycle still holds (a traceback's frames, say)
+    # is destroyed now, while the interpreter can still run its callbacks, not during the
+    # interpreter's teardown.
+    gc.collect()
 
 
 @pytest.fixture(scope="session")

@@ -7,9 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from workers import WorkerProcess
+from workers import WorkerProcess, close_clients
 
 from pipeline.config import Config
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_clients_closed() -> Iterator[None]:
+    yield
+    close_clients()
 
 
 @pytest.fixture

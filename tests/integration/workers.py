@@ -10,7 +10,6 @@ their current ends gives all of them: no idle timeouts, no sleeps.
 
 from __future__ import annotations
 
-import functools
 import os
 import random
 import re
@@ -169,19 +168,29 @@ class Msg:
     timestamp_ms: int = 0
 
 
-@functools.cache
-def _admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
+#: bootstrap -> the AdminClient and the consumer the helpers below share
+_CLIENTS: dict[str, tuple[AdminClient, Consumer]] = {}
 
 
-@functools.cache
-def _watermarks(bootstrap: str) -> Consumer:
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": "jobstream-test-watermarks"})
+def _clients(bootstrap: str) -> tuple[AdminClient, Consumer]:
+    if bootstrap not in _CLIENTS:
+        _CLIENTS[bootstrap] = (AdminClient({"bootstrap.servers": bootstrap}), Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "jobstream-test-watermarks"}))
+    return _CLIENTS[bootstrap]
+
+
+def close_clients() -> None:
+    """Close the shared clients; called at the session's end. A librdkafka client left to
+    the interpreter's exit is destroyed while Python is torn down, when its threads can no
+    longer call into it (a CI run once ended in SIGSEGV after every test had passed)."""
+    for _, consumer in _CLIENTS.values():
+        consumer.close()
+    _CLIENTS.clear()
 
 
 def end_offsets(cfg: Config, topic: str) -> dict[int, int]:
     """partition -> high watermark (partitions of ``topic`` that exist)."""
-    consumer = _watermarks(cfg.kafka.bootstrap)
+    consumer = _clients(cfg.kafka.bootstrap)[1]
     meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
     if meta is None or meta.error is not None:
         return {}
@@ -223,7 +232,7 @@ def read_topic(cfg: Config, topic: str) -> list[Msg]:
 def committed(cfg: Config, group: str, topic: str, partitions: Iterable[int]) -> dict[int, int]:
     """partition -> the group's committed offset (-1 if none)."""
     request = ConsumerGroupTopicPartitions(group, [KTP(topic, p) for p in partitions])
-    futures = _admin(cfg.kafka.bootstrap).list_consumer_group_offsets([request])
+    futures = _clients(cfg.kafka.bootstrap)[0].list_consumer_group_offsets([request])
     result = futures[group].result(timeout=30)
     return {tp.partition: tp.offset for tp in result.topic_partitions}
 
