@@ -10,6 +10,7 @@ it) and SIGKILLs after a timeout; only the process this object started is ever s
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -56,15 +57,34 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: where the kernel keeps its range of ports for connect() and bind(0), when it does not say
+_EPHEMERAL_DEFAULT = (32768, 60999)
+#: the lowest port a block is taken from
+_BLOCK_LOW = 20000
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return _EPHEMERAL_DEFAULT[0]
+
+
 def free_port_block(count: int, attempts: int = 100) -> int:
     """A port ``base`` such that ``base`` .. ``base + count - 1`` are all free on loopback
-    now (for a local Kafka cluster, whose nodes take consecutive ports)."""
+    now (for a local Kafka cluster, whose nodes take consecutive ports).
+
+    The block lies below the kernel's ephemeral range: a port from that range, free when
+    checked, can become the local port of any outgoing connection (the nodes' own, to
+    each other) in the seconds before its node binds it, and the node then fails to start."""
+    high = _ephemeral_low() - count
+    if high < _BLOCK_LOW:  # an ephemeral range that starts this low leaves no choice
+        high = 65536 - count
+    rng = random.Random()
     for _ in range(attempts):
         held: list[socket.socket] = []
         try:
-            base = free_port()
-            if base + count - 1 > 65535:
-                continue
+            base = rng.randrange(_BLOCK_LOW, high + 1)
             for port in range(base, base + count):
                 sock = socket.socket()
                 held.append(sock)

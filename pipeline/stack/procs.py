@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -142,6 +143,9 @@ def port_answers(port: int, host: str = "127.0.0.1", timeout: float = 1.0) -> bo
         return False
 
 
+_ERROR = re.compile(r"\b(ERROR|FATAL)\b")
+
+
 def tail(paths: Iterator[Path] | list[Path], lines: int = 20, since: float = 0.0) -> str:
     """The last ``lines`` lines of each existing file modified at or after ``since`` (epoch
     seconds), headed by its path."""
@@ -153,6 +157,11 @@ def tail(paths: Iterator[Path] | list[Path], lines: int = 20, since: float = 0.0
             text = path.read_text(errors="replace").splitlines()
         except OSError:
             continue
+        first = next((i for i, line in enumerate(text) if _ERROR.search(line)), None)
+        if first is not None and first < len(text) - lines:
+            # the first error is usually the cause; the last lines, its consequences
+            out.append(f"--- {path} (its first error, line {first + 1})")
+            out.extend(text[first:first + 8])
         out.append(f"--- {path} (last {min(lines, len(text))} lines)")
         out.extend(text[-lines:])
     return "\n".join(out)

@@ -178,3 +178,12 @@ def test_free_port_block_is_free() -> None:
     for port in range(base, base + 6):
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", port))
+
+
+def test_free_port_block_is_below_the_ephemeral_range() -> None:
+    # outgoing connections take their local port from that range: a node's port there
+    # could be taken in the seconds before the node binds it
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(20):
+        base = free_port_block(7)
+        assert base + 7 <= low

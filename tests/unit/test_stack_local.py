@@ -154,6 +154,18 @@ def test_tail_shows_the_last_lines(tmp_path: Path) -> None:
     assert text.splitlines() == [f"--- {log} (last 3 lines)", "line 97", "line 98", "line 99"]
 
 
+def test_tail_shows_the_first_error_above_the_last_lines(tmp_path: Path) -> None:
+    # a node that fails at start logs its cause once, then pages of shutdown
+    log = tmp_path / "server.out"
+    lines = [f"INFO line {n}" for n in range(50)]
+    lines[10] = "ERROR [SharedServer id=1] Got exception while starting SharedServer"
+    lines[11] = "java.net.BindException: Address already in use"
+    log.write_text("\n".join(lines) + "\n")
+    text = tail([log], lines=3).splitlines()
+    assert text[:3] == [f"--- {log} (its first error, line 11)", lines[10], lines[11]]
+    assert text[-4:] == [f"--- {log} (last 3 lines)", *lines[-3:]]
+
+
 def test_tail_skips_logs_of_earlier_runs(tmp_path: Path) -> None:
     old, new = tmp_path / "old.log", tmp_path / "new.log"
     old.write_text("from the last run\n")
