@@ -39,13 +39,15 @@ def _phases(_: click.Context, __: click.Parameter, value: str) -> tuple[str, ...
               help="Longest run of the one-request-per-event baseline.")
 @click.option("--tracked-jobs", type=click.IntRange(0), default=0, show_default=True,
               help="Also measure worker and edge memory at this many tracked jobs.")
+@click.option("--memos", type=click.IntRange(1), default=BenchOptions.memos, show_default=True,
+              help="Memo events of the one job of the memos phase.")
 @click.option("--seed", type=int, default=BenchOptions.seed, show_default=True)
 @click.option("--time-scale", type=click.FloatRange(min=0.001),
               default=BenchOptions.time_scale, show_default=True,
               help="Scales the workload's waits and run times (how many jobs overlap).")
 @click.option("--phases", default=",".join(PHASES), show_default=True, callback=_phases,
               help="Which phases to run, comma separated (also: "
-              f"{', '.join(OPTIONAL_PHASES)}, with --tracked-jobs).")
+              f"{', '.join(OPTIONAL_PHASES)}: slurm-edge with --tracked-jobs).")
 @click.option("--timeout", type=click.FloatRange(min=10), default=BenchOptions.timeout,
               show_default=True, help="Longest wait for any one phase.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -55,9 +57,9 @@ def _phases(_: click.Context, __: click.Parameter, value: str) -> tuple[str, ...
 @click.option("--keep", is_flag=True, help="Leave the run's topics and indices in place.")
 @click.pass_context
 def bench(ctx: click.Context, jobs: int, rate: float, latency_s: float, sample_every: int,
-          workers: int, baseline_s: float, tracked_jobs: int, seed: int, time_scale: float,
-          phases: tuple[str, ...], timeout: float, json_path: Path | None, logs: Path | None,
-          keep: bool) -> None:
+          workers: int, baseline_s: float, tracked_jobs: int, memos: int, seed: int,
+          time_scale: float, phases: tuple[str, ...], timeout: float, json_path: Path | None,
+          logs: Path | None, keep: bool) -> None:
     """Measure the flow against its ceilings on the local stack (started if needed).
 
     Prints end-to-end throughput as a fraction of the consume-and-decode ceiling, latency
@@ -67,8 +69,8 @@ def bench(ctx: click.Context, jobs: int, rate: float, latency_s: float, sample_e
     """
     opts = BenchOptions(seed=seed, jobs=jobs, time_scale=time_scale, rate=rate,
                         latency_s=latency_s, sample_every=sample_every, workers=workers,
-                        baseline_s=baseline_s, tracked_jobs=tracked_jobs, phases=phases,
-                        timeout=timeout, logs=logs, keep=keep)
+                        baseline_s=baseline_s, tracked_jobs=tracked_jobs, memos=memos,
+                        phases=phases, timeout=timeout, logs=logs, keep=keep)
     console = Console()
     result = run_bench(get_config(ctx), opts, console)
     load = result.details["machine"]
@@ -90,8 +92,16 @@ def bench(ctx: click.Context, jobs: int, rate: float, latency_s: float, sample_e
         console.print(f"Slurm edge alone, {edge['jobs']} pending jobs ({edge['squeue_mib']} MiB "
                       f"of squeue JSON), {edge['polls']} polls: peak {edge['rss_peak_mib']} "
                       f"MiB, end {edge['rss_end_mib']} MiB")
+    memo = result.details.get("memos")
+    if memo:
+        console.print(f"one job's {memo['memos']} memos then {memo['memo_jobs'] - 1} jobs: "
+                      f"{memo['memo_events']} events in {memo['memo_s']:.1f} s; "
+                      f"{memo['ordinary_events']} ordinary events of {memo['ordinary_jobs']} "
+                      f"jobs in {memo['ordinary_s']:.1f} s; per event {memo['ratio']:.2f}x "
+                      "the ordinary")
     if json_path is not None:
         write_json(json_path, result.figures, result.details)
         console.print(f"written to {json_path}")
-    failed = result.details.get("e2e", {}).get("check", {}).get("ok") is False
+    failed = any(result.details.get(phase, {}).get("check", {}).get("ok") is False
+                 for phase in ("e2e", "memos"))
     ctx.exit(1 if failed else 0)

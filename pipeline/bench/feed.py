@@ -26,7 +26,7 @@ from pipeline.model import JobEvent, RawRecord
 from pipeline.normalize import normalize
 from pipeline.workload import GeneratedRecord, Workload, WorkloadSpec
 
-__all__ = ["Feed", "build_feed", "expected_documents", "publish_all", "publish_paced",
+__all__ = ["Feed", "build_feed", "expected_documents", "feed_of", "publish_all", "publish_paced",
            "raw_record", "workload_spec"]
 
 #: canonical events per job of the synthetic workload (measured: 10.8), to turn an event
@@ -82,7 +82,12 @@ class Feed:
 def build_feed(spec: WorkloadSpec) -> Feed:
     """Generate the workload and fold it offline."""
     workload = Workload(spec)
-    records = list(workload.records())
+    return feed_of(spec, list(workload.records()), workload.truth)
+
+
+def feed_of(spec: WorkloadSpec, records: Sequence[GeneratedRecord],
+            truth: Mapping[str, Mapping[str, Any]]) -> Feed:
+    """The feed of ``records`` (in publishing order), folded offline."""
     folds: dict[str, JobFold] = {}
     counts: list[int] = []
     revisions: list[int] = []
@@ -98,7 +103,7 @@ def build_feed(spec: WorkloadSpec) -> Feed:
             jf.add(ev)
         revisions.append(jf.revision)
     documents = {doc_id(d): d for jf in folds.values() for d in jf.documents()}
-    return Feed(spec, records, counts, revisions, documents, workload.truth,
+    return Feed(spec, records, counts, revisions, documents, truth,
                 len(event_ids))
 
 

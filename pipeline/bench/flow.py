@@ -32,7 +32,7 @@ import threading
 import time
 import zlib
 from collections import defaultdict, deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,7 +52,7 @@ from pipeline.readback import job_documents, jobs_alias, not_yet, refresh
 from pipeline.sink.names import Family, alias_name
 from pipeline.topics import ensure_topics
 
-__all__ = ["E2EResult", "LatencyResult", "index_writes", "run_e2e", "run_latency"]
+__all__ = ["E2EResult", "LatencyResult", "all_visible", "index_writes", "run_e2e", "run_latency"]
 
 PROBE_S = 0.1
 _FIRST_OUTPUT_POLL_S = 0.05
@@ -162,14 +162,16 @@ def _first_output(cfg: Config, f: Flow, timeout: float) -> float:
                        f"{f.workers[0].log})")
 
 
-def _all_visible(es: Elasticsearch, cfg: Config, feed: Feed, f: Flow, timeout: float
-                 ) -> float:
-    """When every job document stands at its final revision and every event is indexed:
-    the sink writes states and events from two topics, and one may be ahead of the other
-    (the flow stops right after, so an event not yet written would never be)."""
+def all_visible(es: Elasticsearch, cfg: Config, feeds: Sequence[Feed], f: Flow,
+                timeout: float) -> float:
+    """When every job document of ``feeds`` (of distinct jobs, all published to ``cfg``'s
+    raw topic) stands at its final revision and every event is indexed: the sink writes
+    states and events from two topics, and one may be ahead of the other (the flow stops
+    right after, so an event not yet written would never be)."""
     jobs = jobs_alias(cfg)
     events = alias_name(cfg.elasticsearch.index_prefix, Family.EVENTS)
-    want = (feed.jobs, feed.revision_sum, feed.distinct_events)
+    want = (sum(feed.jobs for feed in feeds), sum(feed.revision_sum for feed in feeds),
+            sum(feed.distinct_events for feed in feeds))
     deadline = time.monotonic() + timeout
     got: tuple[int, int, int] = (0, 0, 0)
     while time.monotonic() < deadline:
@@ -187,9 +189,9 @@ def _all_visible(es: Elasticsearch, cfg: Config, feed: Feed, f: Flow, timeout: f
         if got == want:
             return time.monotonic()
         time.sleep(PROBE_S)
-    raise ServiceError(f"after {timeout:.0f} s, {got[0]} of {feed.jobs} job documents are "
-                       f"searchable with revision sum {got[1]} of {feed.revision_sum}, and "
-                       f"{got[2]} of {feed.distinct_events} events")
+    raise ServiceError(f"after {timeout:.0f} s, {got[0]} of {want[0]} job documents are "
+                       f"searchable with revision sum {got[1]} of {want[1]}, and "
+                       f"{got[2]} of {want[2]} events")
 
 
 def run_e2e(cfg: Config, es: Elasticsearch, feed: Feed, logs: Path, *, workers: int,
@@ -202,7 +204,7 @@ def run_e2e(cfg: Config, es: Elasticsearch, feed: Feed, logs: Path, *, workers: 
             f.rss.sample()
             cpu0 = dict(f.rss.cpu_s)
         with console.status(f"e2e: {feed.total_events} events -> {feed.jobs} job documents"):
-            last = _all_visible(es, cfg, feed, f, timeout)
+            last = all_visible(es, cfg, [feed], f, timeout)
         f.rss.sample()
         peak = {k: mib(v) for k, v in f.rss.peak.items()}
         end = {k: mib(v) for k, v in f.rss.last.items()}

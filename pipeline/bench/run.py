@@ -19,7 +19,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pipeline.bench import ceilings, flow, tracked
+from pipeline.bench import ceilings, flow, memos, tracked
 from pipeline.bench.feed import (
     EVENTS_PER_JOB,
     Feed,
@@ -39,8 +39,9 @@ __all__ = ["OPTIONAL_PHASES", "PHASES", "BenchOptions", "BenchResult", "run_benc
 
 PHASES = ("ceilings", "baseline", "e2e", "replay", "latency", "memory")
 #: phases run only when named: ``slurm-edge`` is the Slurm edge alone polling a squeue
-#: document of ``tracked_jobs`` pending jobs (its memory, without the worker's run)
-OPTIONAL_PHASES = ("slurm-edge",)
+#: document of ``tracked_jobs`` pending jobs (its memory, without the worker's run);
+#: ``memos`` one job with ``memos`` memo events against as many ordinary events
+OPTIONAL_PHASES = ("slurm-edge", "memos")
 
 #: design section 6
 TARGET_RATIO = 0.5
@@ -64,6 +65,8 @@ class BenchOptions:
     baseline_s: float = 15.0
     #: jobs tracked in the memory run (0: no memory run)
     tracked_jobs: int = 0
+    #: memo events of the one job of the memos phase
+    memos: int = 10_000
     phases: tuple[str, ...] = PHASES
     #: longest wait for any one phase to finish
     timeout: float = 600.0
@@ -162,6 +165,11 @@ def run_bench(cfg: Config, opts: BenchOptions, console: Console) -> BenchResult:
                                           opts.seed, logs / "slurm-edge", timeout=opts.timeout,
                                           console=console)
             details["slurm_edge"] = asdict(edge)
+        if "memos" in opts.phases:
+            res = memos.run_memos(names.phase(cfg, "memos"), es, opts.memos, opts.seed + 2,
+                                  logs / "memos", timeout=opts.timeout, console=console)
+            details["memos"] = {**asdict(res), "check": res.check.as_dict(),
+                                "ratio": res.ratio}
         details["machine"]["load_at_end"] = list(os.getloadavg())
     return BenchResult(_figures(values, opts), details)
 

@@ -10,6 +10,7 @@ import pytest
 from pipeline.bench import tracked
 from pipeline.bench.feed import build_feed, workload_spec
 from pipeline.bench.flow import _quantile, check_documents, sampled
+from pipeline.bench.memos import memo_feed
 from pipeline.bench.report import FIGURES
 from pipeline.bench.run import BenchOptions, _figures
 from pipeline.fold import doc_id
@@ -105,3 +106,18 @@ def test_every_figure_is_reported_even_when_not_measured() -> None:
     assert met["e2e_ratio_to_ceiling"] is True
     assert met["latency_p99_s"] is False
     assert met["job_doc_writes_per_job"] is True
+
+
+def test_the_memo_feed_is_one_job_s_memos_then_the_other_jobs() -> None:
+    spec = workload_spec(3, 21, 1000.0, 0.05)
+    plain = build_feed(spec)
+    feed, key = memo_feed(spec, 500)
+    at = [r.key for r in feed.records].index(key)
+    memos = feed.records[at + 1:at + 501]
+    assert {r.key for r in memos} == {key}
+    assert all(json.loads(r.payload)["events"][0]["name"] == "memo" for r in memos)
+    # every memo is an event of its own, indexed; none changes a job document
+    assert feed.distinct_events == plain.distinct_events + 500
+    assert feed.total_events == plain.total_events + 500
+    assert feed.documents == plain.documents
+    assert [r for r in feed.records if r not in memos] == list(plain.records)
