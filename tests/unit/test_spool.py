@@ -158,6 +158,27 @@ def test_drainer_deletes_nothing_without_a_kafka_ack(tmp_path: Path) -> None:
     spool.close()
 
 
+@pytest.mark.parametrize(("size", "bound"), [(1024, 500), (8192, 256)])
+def test_drainer_hands_librdkafka_500_records_or_2_mib_at_most(tmp_path: Path, size: int,
+                                                               bound: int) -> None:
+    # Kafka away: whatever the drainer hands librdkafka stays there, copied (an edge has
+    # 50 MB in all, and the spool may hold any backlog)
+    cfg = Config().replace(kafka={"bootstrap": f"127.0.0.1:{_closed_port()}"})
+    spool = Spool(tmp_path / "s.db", topic="t")
+    spool.append_many([(b"k", b"x" * size, None)] * 3000)
+    drainer = Drainer(spool, producer_config(cfg, "t")).start()
+    try:
+        deadline = time.monotonic() + 20.0
+        while (drainer._producer is None or len(drainer._producer) < bound) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # time for the drainer to hand over more, if it would
+        assert len(drainer._producer) == bound
+    finally:
+        drainer.stop(timeout=0.1)
+        spool.close()
+
+
 def test_concurrent_appends_all_land_once_and_in_order_per_thread(tmp_path: Path) -> None:
     import threading
 

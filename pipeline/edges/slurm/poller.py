@@ -6,7 +6,8 @@ the command's JSON document with ``jobs`` cut down to that one job (``meta`` and
 top-level keys kept), so every record has a job key and stays far below Kafka's message
 size even on a large cluster. A job whose JSON object did not change since the previous
 poll is not published again; the top-level keys do not count, since Slurm 23.02 prints
-``last_backfill`` and ``last_update``, which change at every poll.
+``last_backfill`` and ``last_update``, which change at every poll. The digests of the last
+poll's jobs are kept in a file beside the spool, not in memory (:class:`_Digests`).
 
 The output is never held in memory: 50,000 queued jobs are ~28 MiB of JSON and ~5x that as
 Python objects, against an edge's budget of 50 MB resident. Each command writes to an
@@ -29,14 +30,16 @@ import hashlib
 import heapq
 import json
 import logging
+import os
 import shlex
 import subprocess
 import tempfile
 import threading
 import time
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import IO, Any
 
 import ijson
@@ -50,8 +53,9 @@ __all__ = ["CHUNK", "PollError", "SlurmPoller", "iter_jobs", "top_level"]
 logger = logging.getLogger(__name__)
 
 HWM_META = "slurm.sacct.hwm"
-#: records per publish_many (one spool transaction): bounds the memory of a poll
-CHUNK = 500
+#: records per publish_many (one spool transaction): bounds the memory of a poll (a
+#: squeue job is 0.5-5 KB, held as its payload and again Avro-encoded while spooled)
+CHUNK = 250
 
 #: runs ``argv`` with its stdout written to the file; raises PollError
 Runner = Callable[[list[str], float, IO[bytes]], None]
@@ -158,21 +162,51 @@ def _digest(job: dict[str, Any]) -> int:
     return int.from_bytes(digest, "little")
 
 
-def _has(digests: array[int], digest: int) -> bool:
-    i = bisect_left(digests, digest)
-    return i < len(digests) and digests[i] == digest
+class _Digests:
+    """A sorted set of 8-byte digests in an unlinked file beside the spool, with only the
+    first digest of each :attr:`BLOCK` in memory: held whole, the digests grew with the
+    queue (8 bytes a job, twice while a poll built the next set beside the last) against
+    an edge's fixed 50 MB. A lookup reads one 4 KiB block, which the page cache keeps,
+    not the process."""
+
+    BLOCK = 512
+
+    def __init__(self, f: IO[bytes] | None = None, firsts: array[int] | None = None) -> None:
+        self._file = f
+        #: the first digest of every block of the file, in order
+        self._firsts = firsts if firsts is not None else array("Q")
+
+    def __contains__(self, digest: int) -> bool:
+        i = bisect_right(self._firsts, digest) - 1
+        if i < 0 or self._file is None:
+            return False
+        block = array("Q")
+        block.frombytes(os.pread(self._file.fileno(), self.BLOCK * block.itemsize,
+                                 i * self.BLOCK * block.itemsize))
+        j = bisect_left(block, digest)
+        return j < len(block) and block[j] == digest
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._firsts = array("Q")
 
 
-class _SortedDigests:
-    """The digests of one poll, sorted without a Python object per digest: ``sorted`` of
-    the whole poll would build a list of ints, ~48 bytes a job (24 MB at 500,000 queued
-    jobs) beside the 8 of the array. Runs of :attr:`RUN` digests are sorted as they fill,
-    then merged into one array."""
+class _DigestWriter:
+    """The digests of one poll, as they come, made into a :class:`_Digests`: runs of
+    :attr:`RUN` are sorted as they fill (``sorted`` of the whole poll would build a Python
+    int per job, ~48 bytes) and written to a file, then merged into the set's file."""
 
     RUN = 4096
+    #: read buffers of the merge, all runs together
+    MERGE_BUFFER = 256 * 1024
 
-    def __init__(self) -> None:
-        self._runs: list[array[int]] = []
+    def __init__(self, directory: Path) -> None:
+        self._dir = directory
+        self._runs_file: IO[bytes] = tempfile.TemporaryFile(dir=directory)
+        #: digests in each run written, in file order
+        self._runs: list[int] = []
         self._run = array("Q")
 
     def append(self, digest: int) -> None:
@@ -182,13 +216,53 @@ class _SortedDigests:
 
     def _close_run(self) -> None:
         if self._run:
-            self._runs.append(array("Q", sorted(self._run)))
+            array("Q", sorted(self._run)).tofile(self._runs_file)
+            self._runs.append(len(self._run))
             self._run = array("Q")
 
-    def merged(self) -> array[int]:
-        self._close_run()
-        runs, self._runs = self._runs, []
-        return array("Q", heapq.merge(*runs))
+    def _read_run(self, start: int, length: int, per: int) -> Iterator[int]:
+        fd = self._runs_file.fileno()
+        for pos in range(start, start + length, per):
+            chunk = array("Q")
+            n = min(per, start + length - pos)
+            chunk.frombytes(os.pread(fd, n * chunk.itemsize, pos * chunk.itemsize))
+            yield from chunk
+
+    def finish(self) -> _Digests:
+        """The set of every digest appended (this writer is closed)."""
+        try:
+            self._close_run()
+            self._runs_file.flush()
+            per = max(64, self.MERGE_BUFFER // (8 * max(1, len(self._runs))))
+            runs = []
+            start = 0
+            for length in self._runs:
+                runs.append(self._read_run(start, length, per))
+                start += length
+            out: IO[bytes] = tempfile.TemporaryFile(dir=self._dir)
+            try:
+                firsts = array("Q")
+                block = array("Q")
+                for digest in heapq.merge(*runs):
+                    block.append(digest)
+                    if len(block) == _Digests.BLOCK:
+                        firsts.append(block[0])
+                        block.tofile(out)
+                        block = array("Q")
+                if block:
+                    firsts.append(block[0])
+                    block.tofile(out)
+                out.flush()
+            except BaseException:
+                out.close()
+                raise
+            return _Digests(out, firsts)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._runs_file.close()
+        self._run = array("Q")
 
 
 class SlurmPoller:
@@ -204,10 +278,9 @@ class SlurmPoller:
         self.published = 0
         self.polls = 0
         self.failures = 0
-        #: the sorted digests of the last poll's jobs, by format (the job id is in the job):
-        #: 8 bytes a job where a dict by key took ~200, and a poll holds two of them
-        self._seen: dict[str, array[int]] = {"slurm-squeue": array("Q"),
-                                              "slurm-sacct": array("Q")}
+        #: the digests of the last poll's jobs, by format (the job id is in the job)
+        self._seen: dict[str, _Digests] = {"slurm-squeue": _Digests(),
+                                            "slurm-sacct": _Digests()}
         self._stop = threading.Event()
         #: waits between polls; returns True when the poller should stop
         self._sleep = sleep or self._stop.wait
@@ -229,33 +302,35 @@ class SlurmPoller:
         cluster = self.runtime.cfg.cluster
         now = time.time()
         seen = self._seen[fmt]
-        fresh = _SortedDigests()
-        records: list[RawRecord] = []
-        n = 0
-        for job in iter_jobs(f):
-            digest = _digest(job)
-            if _has(seen, digest):  # unchanged, and keyed when it was published
-                fresh.append(digest)
-                continue
-            # the record as before the streaming parse: the parsers downstream are unchanged
-            payload = _dumps({**rest, "jobs": [job]})
-            key = record_key(fmt, payload, cluster, now)
-            if key is not None:  # an unkeyed record goes out again at every poll, as before
-                fresh.append(digest)
-            records.append(RawRecord(cluster=cluster, scheduler="slurm", format=fmt,
-                                     received_at=now, payload=payload, key=key))
-            if len(records) >= CHUNK:
+        fresh = _DigestWriter(self.runtime.spool.path.parent)
+        try:
+            records: list[RawRecord] = []
+            n = 0
+            for job in iter_jobs(f):
+                digest = _digest(job)
+                if digest in seen:  # unchanged, and keyed when it was published
+                    fresh.append(digest)
+                    continue
+                # the record as before the streaming parse: the parsers downstream are
+                # unchanged
+                payload = _dumps({**rest, "jobs": [job]})
+                key = record_key(fmt, payload, cluster, now)
+                if key is not None:  # an unkeyed record goes out again at every poll
+                    fresh.append(digest)
+                records.append(RawRecord(cluster=cluster, scheduler="slurm", format=fmt,
+                                         received_at=now, payload=payload, key=key))
+                if len(records) >= CHUNK:
+                    self.runtime.publish_many(records)
+                    n += len(records)
+                    records = []
+            if records:
                 self.runtime.publish_many(records)
                 n += len(records)
-                records = []
-        if records:
-            self.runtime.publish_many(records)
-            n += len(records)
-        # the last poll's digests go before the merge makes the new ones: at most two
-        # arrays of the queue's length at once
-        del seen
-        self._seen[fmt] = array("Q")
-        self._seen[fmt] = fresh.merged()
+        except BaseException:
+            fresh.close()
+            raise
+        self._seen[fmt] = fresh.finish()
+        seen.close()
         return n
 
     def poll_once(self) -> int:
@@ -308,6 +383,14 @@ class SlurmPoller:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(self.cfg.command_timeout_s + 5.0)
+            if self._thread.is_alive():
+                return  # still in a poll, which uses the digests
+        self.close()
+
+    def close(self) -> None:
+        """Close the digests' files (a poll after this republishes every job)."""
+        for digests in self._seen.values():
+            digests.close()
 
     def describe(self) -> dict[str, Any]:
         return {"polls": self.polls, "published": self.published, "failures": self.failures,

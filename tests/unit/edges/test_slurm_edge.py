@@ -7,6 +7,8 @@ import copy
 import http.client
 import io
 import json
+import os
+import random
 import shutil
 import socket
 import statistics
@@ -26,7 +28,16 @@ from pipeline.edges.base import EdgeRuntime
 from pipeline.edges.slurm import SlurmEdge
 from pipeline.edges.slurm.bridge import strip_nul
 from pipeline.edges.slurm.hooks import DropDirIngester, install_hook
-from pipeline.edges.slurm.poller import CHUNK, HWM_META, PollError, SlurmPoller, top_level
+from pipeline.edges.slurm.poller import (
+    CHUNK,
+    HWM_META,
+    PollError,
+    SlurmPoller,
+    _Digests,
+    _DigestWriter,
+    top_level,
+)
+from pipeline.errors import SpoolError
 from pipeline.spool import Spool
 
 SQUEUE = vector("slurm", "squeue_running_22.05.json")
@@ -487,26 +498,102 @@ class TestStreamingPoll:
         assert keys == {b"testcluster:%d" % j for j in range(1000, 1000 + jobs)}
         assert poller.high_water_mark == 1_800_000_000.0
 
-    def test_the_digests_of_a_poll_cost_no_python_object_per_job(
-            self, poller: SlurmPoller, outputs: dict[str, bytes]) -> None:
-        # an edge has 50 MB for a queue of 500,000 jobs: a poll may hold the last poll's
-        # digests and the new ones (8 bytes a job each), not a Python int per job (~48)
-        jobs = 20_000
+    def test_the_memory_of_a_poll_does_not_grow_with_the_queue(
+            self, runtime: EdgeRuntime, outputs: dict[str, bytes]) -> None:
+        # an edge has 50 MB for a queue of 500,000 jobs: the digests of the last poll and
+        # of this one are on disk, and a poll holds no Python object per job
+        peaks = []
+        for jobs in (5_000, 25_000):
+            doc = self.squeue_doc()
+            template = doc["jobs"][2]
+            doc["jobs"] = [{**template, "job_id": job_id}
+                           for job_id in range(1000, 1000 + jobs)]
+            outputs["squeue"] = json.dumps(doc).encode()
+            poller = self.new_poller(runtime, outputs)
+            assert poller.poll_once() == jobs
+            tracemalloc.start()
+            try:
+                assert poller.poll_once() == 0  # every job unchanged
+                peaks.append(tracemalloc.get_traced_memory()[1])
+            finally:
+                tracemalloc.stop()
+            doc["jobs"][5]["job_state"] = "RUNNING"
+            outputs["squeue"] = json.dumps(doc).encode()
+            assert poller.poll_once() == 1  # the digests kept still find the others'
+            poller.close()
+        # held in memory, 20,000 more jobs' digests were 160 KB (320 KB while merged)
+        assert peaks[1] - peaks[0] < 48 * 1024, peaks
+
+    def test_a_failed_poll_keeps_the_last_polls_digests(
+            self, poller: SlurmPoller, outputs: dict[str, bytes],
+            monkeypatch: pytest.MonkeyPatch) -> None:
+        assert poller.poll_once() == 3
+        fds = len(os.listdir("/proc/self/fd"))
         doc = self.squeue_doc()
-        template = doc["jobs"][2]
-        doc["jobs"] = [{**template, "job_id": job_id} for job_id in range(1000, 1000 + jobs)]
+        doc["jobs"][1]["job_state"] = "RUNNING"
         outputs["squeue"] = json.dumps(doc).encode()
-        assert poller.poll_once() == jobs
+        publish_many = poller.runtime.publish_many
+
+        def full(records: list[Any]) -> list[int]:
+            raise SpoolError("the disk is full")
+
+        monkeypatch.setattr(poller.runtime, "publish_many", full)
+        with pytest.raises(SpoolError):
+            poller.poll_once()
+        monkeypatch.setattr(poller.runtime, "publish_many", publish_many)
+        assert poller.poll_once() == 1  # the changed job, not the two others
+        assert poller.poll_once() == 0
+        assert len(os.listdir("/proc/self/fd")) == fds  # no digest file left open
+
+
+class TestDigests:
+    """The set of a poll's digests, on disk but for one digest in each block."""
+
+    @staticmethod
+    def build(directory: Path, digests: Iterator[int] | list[int]) -> _Digests:
+        writer = _DigestWriter(directory)
+        for digest in digests:
+            writer.append(digest)
+        return writer.finish()
+
+    @pytest.mark.parametrize("run", [3, _DigestWriter.RUN])
+    def test_finds_every_digest_appended_and_no_other(self, tmp_path: Path, run: int,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(_DigestWriter, "RUN", run)
+        rng = random.Random(11)
+        kept = [rng.getrandbits(64) for _ in range(20_000)] + [0, 2**64 - 1]
+        digests = self.build(tmp_path, iter(kept))
+        try:
+            assert all(d in digests for d in kept)
+            others = {rng.getrandbits(64) for _ in range(20_000)} - set(kept)
+            ordered = sorted(kept)
+            # beside each block's first digest, where a lookup changes blocks
+            others |= {d + 1 for d in ordered[::_Digests.BLOCK]} - set(kept)
+            others |= {d - 1 for d in ordered[1::_Digests.BLOCK]} - set(kept)
+            assert not any(d in digests for d in others)
+        finally:
+            digests.close()
+
+    def test_an_empty_set_has_nothing(self, tmp_path: Path) -> None:
+        digests = self.build(tmp_path, [])
+        assert 0 not in digests and 2**64 - 1 not in digests
+        digests.close()
+        assert 0 not in _Digests()
+
+    def test_a_set_costs_no_memory_per_digest(self, tmp_path: Path) -> None:
+        rng = random.Random(7)
+        jobs = 200_000
         tracemalloc.start()
         try:
-            assert poller.poll_once() == 0  # every job unchanged
-            _, peak = tracemalloc.get_traced_memory()
+            digests = self.build(tmp_path, (rng.getrandbits(64) for _ in range(jobs)))
+            current, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
-        assert peak < 24 * jobs + 512 * 1024
-        doc["jobs"][5]["job_state"] = "RUNNING"
-        outputs["squeue"] = json.dumps(doc).encode()
-        assert poller.poll_once() == 1  # the digests kept still find the others'
+        digests.close()
+        # in memory, 200,000 digests were 1.6 MB, twice while they were merged; now one
+        # run being sorted, the merge's read buffers and a digest per block of 512
+        assert peak < 768 * 1024
+        assert current < 16 * 1024
 
 
 def test_strip_nul_removes_only_the_trailing_nul() -> None:
