@@ -157,7 +157,7 @@ class Spool:
             # FULL: every commit fsyncs the WAL, so append() returning means on disk.
             self._db.execute("PRAGMA synchronous=FULL")
             # 256 KiB: appends, reads and deletes each touch a few pages at one end of the
-            # records (1 MiB was no faster, and the edge's budget is 50 MB)
+            # records, and an edge has 50 MB resident in all
             self._db.execute("PRAGMA cache_size=-256")
             self._db.executescript(_SCHEMA)
             if max_bytes:
@@ -375,8 +375,7 @@ class Drainer:
     Runs in its own thread. At most ``max_inflight`` records (``max_inflight_bytes``) are
     handed to librdkafka at once, which bounds the edge's memory however deep the spool is:
     librdkafka keeps a copy of each until it is confirmed, and another in the request that
-    carries it. 500 records (2 MiB) keep its batches full; 2,000 drained no faster and cost
-    an edge (50 MB in all) 2 MiB more.
+    carries it, and an edge has 50 MB resident in all.
     When a delivery fails, the drainer waits for every record in flight, then starts again
     from the oldest record still in the spool, with exponential backoff while Kafka is down.
 

@@ -39,12 +39,13 @@ _M_ARENA_MAX = -8
 
 def _one_malloc_arena() -> None:
     """One malloc arena for the whole edge process; called before it starts a thread.
+
     glibc gives each thread that allocates an arena of its own (up to 8 per core) and
-    keeps what a thread freed for that thread's arena: the poller, the drainer and
-    librdkafka's threads each held free memory the others could not reuse, 1-2 MiB of an
-    edge's 50 MB. They allocate little and seldom at the same time, so one arena does not
-    slow them. ``MALLOC_ARENA_MAX`` in the environment is left to glibc; nothing changes
-    where the C library is not glibc."""
+    keeps what a thread freed in that thread's arena, where the other threads (poller,
+    drainer, librdkafka's) cannot reuse it: the edge's resident memory peaks higher, and
+    it has a fixed 50 MB. These threads allocate little and seldom at the same time, so
+    one arena does not slow them. ``MALLOC_ARENA_MAX`` in the environment is left to
+    glibc; nothing changes where the C library is not glibc."""
     if os.environ.get("MALLOC_ARENA_MAX"):
         return
     try:

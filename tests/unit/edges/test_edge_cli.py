@@ -77,8 +77,8 @@ def thread_heaps(pid: int) -> int:
 @pytest.mark.parametrize(("arena_max", "one_arena"), [(None, True), ("8", False)])
 def test_the_slurm_edge_runs_its_threads_on_one_malloc_arena(
         edge_cfg: Config, tmp_path: Path, arena_max: str | None, one_arena: bool) -> None:
-    # glibc keeps what a thread frees for that thread's arena: with one arena per thread
-    # the edge held 1-2 MiB more of its 50 MB; the site's MALLOC_ARENA_MAX is left alone
+    # glibc keeps what a thread frees for that thread's arena, which the edge's other
+    # threads cannot reuse; the site's MALLOC_ARENA_MAX is left alone
     doc = tmp_path / "squeue.json"
     jobs = [{"job_id": n, "job_state": "PENDING", "name": "x" * 2000} for n in range(2000)]
     doc.write_text(json.dumps({"meta": {}, "errors": [], "jobs": jobs}))
