@@ -372,7 +372,9 @@ class SlurmPoller:
                 backoff.reset()
                 delay = self.cfg.poll_interval_s
                 logger.info("slurm poll: %d records", n)
-            except (PollError, JobstreamError) as exc:
+            # OSError: the command's output and the digests are files beside the spool,
+            # whose disk may be full; the poll is tried again like a Slurm failure
+            except (PollError, JobstreamError, OSError) as exc:
                 self.failures += 1
                 delay = backoff.next()
                 logger.warning("slurm poll failed (%s); next attempt in %.0f s", exc, delay)

@@ -4,6 +4,7 @@ commands), down to the spool. Kafka is unreachable here: nothing leaves the spoo
 from __future__ import annotations
 
 import copy
+import errno
 import http.client
 import io
 import json
@@ -364,6 +365,31 @@ class TestPoller:
         runtime.spool.close()
         assert waits == [5.0, 10.0, 20.0, 40.0, 40.0, 60.0, 60.0, 60.0]
         assert poller.failures == 5
+
+    def test_a_full_disk_fails_the_poll_not_the_poller(self, edge_cfg: Config,
+                                                       fake_slurm: dict[str, Path],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+        cfg = edge_cfg.replace(edge={"slurm": {
+            "squeue_command": str(fake_slurm["squeue"]),
+            "sacct_command": str(fake_slurm["sacct"])}})
+        runtime = EdgeRuntime(cfg, "slurm")
+        waits: list[float] = []
+
+        def sleep(delay: float) -> bool:
+            waits.append(delay)
+            if len(waits) == 2:
+                monkeypatch.undo()  # space again
+            return len(waits) >= 3
+
+        def full(*args: Any, **kwargs: Any) -> Any:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(tempfile, "TemporaryFile", full)
+        poller = SlurmPoller(runtime, sleep=sleep)
+        poller.run()
+        runtime.spool.close()
+        assert poller.failures == 2
+        assert poller.polls == 1
 
 
 @pytest.mark.parametrize("output", [b"squeue: error", b"", b'{"jobs":[{"job_id":1}', b"{}x"])
