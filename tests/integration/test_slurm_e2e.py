@@ -632,10 +632,11 @@ def _signals_stated(run: Run, job_id: str) -> set[int]:
 def test_each_ending_as_slurm_reported_it(run: Run, name: str) -> None:
     doc = run.doc(name)
     want = {"state": "done", **EXPECTED[name]}
-    if name == "cancelled_running":
-        # Slurm states SIGTERM or nothing for it ("0:15" or "0:0": jobcomp, the epilog and
-        # the polls each as the batch step's status reached slurmctld before or after they
-        # were written): the document has the signal if any record stated it
+    if name in ("cancelled_running", "timeout"):
+        # slurmctld sends the batch step SIGTERM, and Slurm states SIGTERM or nothing for
+        # the job ("0:15" or "0:0": jobcomp, the epilog and the polls each as the batch
+        # step's status reached slurmctld before or after they were written): the document
+        # has the signal if any record stated it
         said = _signals_stated(run, doc["job_id"])
         assert said <= {15}
         want["signal"] = 15 if said else None

@@ -26,8 +26,6 @@ import psutil
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
-    ConsumerGroupTopicPartitions,
-    KafkaException,
     Producer,
 )
 from confluent_kafka import TopicPartition as KTP
@@ -38,10 +36,11 @@ from pipeline.children import config_env
 from pipeline.codec import AvroCodec, raw_to_avro
 from pipeline.config import Config
 from pipeline.enrich import Enricher
-from pipeline.errors import ParseError
+from pipeline.errors import ParseError, ServiceError
 from pipeline.fold import doc_id, fold
 from pipeline.model import JobEvent, RawRecord
 from pipeline.normalize import normalize
+from pipeline.offsets import Positions
 from pipeline.topics import ensure_topics
 from pipeline.wire import Wire, fit_event
 
@@ -168,34 +167,29 @@ class Msg:
     timestamp_ms: int = 0
 
 
-#: bootstrap -> the AdminClient and the consumer the helpers below share
-_CLIENTS: dict[str, tuple[AdminClient, Consumer]] = {}
+#: bootstrap -> the Positions (one AdminClient) the helpers below share
+_POSITIONS: dict[str, Positions] = {}
 
 
-def _clients(bootstrap: str) -> tuple[AdminClient, Consumer]:
-    if bootstrap not in _CLIENTS:
-        _CLIENTS[bootstrap] = (AdminClient({"bootstrap.servers": bootstrap}), Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": "jobstream-test-watermarks"}))
-    return _CLIENTS[bootstrap]
+def _positions(bootstrap: str) -> Positions:
+    if bootstrap not in _POSITIONS:
+        _POSITIONS[bootstrap] = Positions(AdminClient({"bootstrap.servers": bootstrap}))
+    return _POSITIONS[bootstrap]
 
 
 def close_clients() -> None:
-    """Close the shared clients; called at the session's end. A librdkafka client left to
-    the interpreter's exit is destroyed while Python is torn down, when its threads can no
-    longer call into it (a CI run once ended in SIGSEGV after every test had passed)."""
-    for _, consumer in _CLIENTS.values():
-        consumer.close()
-    _CLIENTS.clear()
+    """Drop the shared AdminClients at the session's end, so that they are destroyed
+    before the interpreter's teardown: a librdkafka client destroyed while Python is torn
+    down has threads that can no longer call into it (a CI run once ended in SIGSEGV after
+    every test had passed)."""
+    _POSITIONS.clear()
 
 
 def end_offsets(cfg: Config, topic: str) -> dict[int, int]:
-    """partition -> high watermark (partitions of ``topic`` that exist)."""
-    consumer = _clients(cfg.kafka.bootstrap)[1]
-    meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
-    if meta is None or meta.error is not None:
-        return {}
-    return {p: consumer.get_watermark_offsets(KTP(topic, p), timeout=10)[1]
-            for p in meta.partitions}
+    """partition -> high watermark (partitions of ``topic`` that exist). A partition that
+    answers "not leader" (a broker just started, a topic just made) is asked again."""
+    ends = _positions(cfg.kafka.bootstrap).ends([topic])
+    return {p: end for (_, p), end in ends.items()}
 
 
 def read_topic(cfg: Config, topic: str) -> list[Msg]:
@@ -230,11 +224,9 @@ def read_topic(cfg: Config, topic: str) -> list[Msg]:
 
 
 def committed(cfg: Config, group: str, topic: str, partitions: Iterable[int]) -> dict[int, int]:
-    """partition -> the group's committed offset (-1 if none)."""
-    request = ConsumerGroupTopicPartitions(group, [KTP(topic, p) for p in partitions])
-    futures = _clients(cfg.kafka.bootstrap)[0].list_consumer_group_offsets([request])
-    result = futures[group].result(timeout=30)
-    return {tp.partition: tp.offset for tp in result.topic_partitions}
+    """partition -> the group's committed offset (negative if none)."""
+    done = _positions(cfg.kafka.bootstrap).committed(group, [(topic, p) for p in partitions])
+    return {p: off for (_, p), off in done.items()}
 
 
 def lag(cfg: Config) -> dict[str, dict[int, tuple[int, int]]]:
@@ -245,10 +237,8 @@ def lag(cfg: Config) -> dict[str, dict[int, tuple[int, int]]]:
     for topic in (cfg.topics.raw, canonical_topic(cfg)):
         try:
             ends = end_offsets(cfg, topic)
-        except KafkaException as exc:
-            if not exc.args[0].retriable():
-                raise
-            ends = {}  # a topic the worker just created has no leader for a moment
+        except ServiceError:
+            ends = {}  # still no leader after Positions' retries: asked at the next poll
         if not ends:
             out[topic] = {}
             continue
