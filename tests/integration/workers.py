@@ -10,6 +10,7 @@ their current ends gives all of them: no idle timeouts, no sleeps.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import re
@@ -36,7 +37,7 @@ from pipeline.children import config_env
 from pipeline.codec import AvroCodec, raw_to_avro
 from pipeline.config import Config
 from pipeline.enrich import Enricher
-from pipeline.errors import ParseError, ServiceError
+from pipeline.errors import ParseError
 from pipeline.fold import doc_id, fold
 from pipeline.model import JobEvent, RawRecord
 from pipeline.normalize import normalize
@@ -167,14 +168,10 @@ class Msg:
     timestamp_ms: int = 0
 
 
-#: bootstrap -> the Positions (one AdminClient) the helpers below share
-_POSITIONS: dict[str, Positions] = {}
-
-
+@functools.cache
 def _positions(bootstrap: str) -> Positions:
-    if bootstrap not in _POSITIONS:
-        _POSITIONS[bootstrap] = Positions(AdminClient({"bootstrap.servers": bootstrap}))
-    return _POSITIONS[bootstrap]
+    """The Positions (one AdminClient) the helpers below share."""
+    return Positions(AdminClient({"bootstrap.servers": bootstrap}))
 
 
 def close_clients() -> None:
@@ -182,7 +179,7 @@ def close_clients() -> None:
     before the interpreter's teardown: a librdkafka client destroyed while Python is torn
     down has threads that can no longer call into it (a CI run once ended in SIGSEGV after
     every test had passed)."""
-    _POSITIONS.clear()
+    _positions.cache_clear()
 
 
 def end_offsets(cfg: Config, topic: str) -> dict[int, int]:
@@ -235,10 +232,7 @@ def lag(cfg: Config) -> dict[str, dict[int, tuple[int, int]]]:
     group = cfg.worker.app_id
     out: dict[str, dict[int, tuple[int, int]]] = {}
     for topic in (cfg.topics.raw, canonical_topic(cfg)):
-        try:
-            ends = end_offsets(cfg, topic)
-        except ServiceError:
-            ends = {}  # still no leader after Positions' retries: asked at the next poll
+        ends = end_offsets(cfg, topic)  # Positions asks again while a partition has no leader
         if not ends:
             out[topic] = {}
             continue
