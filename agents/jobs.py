@@ -70,9 +70,9 @@ __all__ = ["JobsStage", "job_partition", "register"]
 logger = logging.getLogger(__name__)
 
 #: end the batch after this many events ...
-STATE_BATCH = 500
+STATE_BATCH = 2000
 #: ... or this long after its first record (the latency it adds, at most)
-STATE_FLUSH_S = 0.05
+STATE_FLUSH_S = 0.25
 
 
 @lru_cache(maxsize=1 << 16)

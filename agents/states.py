@@ -8,10 +8,10 @@ through at once (RocksDB, and its changelog at the next commit), and the cache i
 whenever this worker's partitions change, because another worker may have written the
 table in between and recovery rewrites it.
 
-Table values are the JSON bytes of ``JobFold.to_dict()``, encoded once here: the table's
-serializer is ``raw`` (with Faust's ``json`` a dict is encoded twice, for the store and
-for the changelog). The bytes are the JSON Faust's serializer wrote before, so a store or
-changelog of an earlier version reads the same.
+Table values are the JSON bytes of ``JobFold.to_dict()`` (``JobFold.to_json()``, each
+event encoded once): the table's serializer is ``raw`` (with Faust's ``json`` a dict is
+encoded twice, for the store and for the changelog). The bytes are the JSON Faust's
+serializer wrote before, so a store or changelog of an earlier version reads the same.
 """
 
 from __future__ import annotations
@@ -28,13 +28,9 @@ __all__ = ["FOLD_CACHE_SIZE", "JobStates", "decode_state", "encode_state"]
 #: jobs whose folds stay in memory (a fold of ten events is ~10 KiB: ~20 MiB in all)
 FOLD_CACHE_SIZE = 2048
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-
-def encode_state(fold: JobFold) -> tuple[dict[str, Any], bytes]:
-    """A fold's table value: its dict and the JSON bytes stored."""
-    state = fold.to_dict()
-    return state, _dumps(state).encode()
+def encode_state(fold: JobFold) -> bytes:
+    """A fold's table value."""
+    return fold.to_json()
 
 
 def decode_state(value: bytes | str | Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -71,12 +67,10 @@ class JobStates:
         self._remember(key, fold)
         return fold
 
-    def put(self, key: bytes, fold: JobFold) -> dict[str, Any]:
-        """Write the job's state (always: see agents/jobs.py); its state dict."""
-        state, data = encode_state(fold)
-        self.table[key] = data
+    def put(self, key: bytes, fold: JobFold) -> None:
+        """Write the job's state (always: see agents/jobs.py)."""
+        self.table[key] = encode_state(fold)
         self._remember(key, fold)
-        return state
 
     def delete(self, key: bytes) -> None:
         self._folds.pop(key, None)

@@ -251,6 +251,9 @@ def fold(events: Iterable[JobEvent]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- incremental
 
 
+_compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
@@ -289,10 +292,19 @@ class JobFold:
 
     Holds compact events only (no ``jobspec``, ``R`` or ``record``: the facts carry what a
     document needs). ``documents()`` always equals ``fold()`` of every event added so far;
-    ``to_dict()`` / ``from_dict()`` store it as JSON (a Faust table value).
+    ``to_dict()`` / ``from_dict()`` store it as JSON (a Faust table value), and
+    ``to_json()`` gives the same JSON as bytes, each event encoded once: a job's table
+    entry is written at every batch that touches it, and re-encoding its every event each
+    time cost more than folding them.
+
+    A job's events mostly arrive in fold order, so ``documents()`` keeps the incarnation
+    it folded and applies only the events added since, while each sorts after the last one
+    applied; any other change (an event that sorts earlier, a new copy of an id, a second
+    Slurm submit time, which starts a run or an incarnation) folds all events again.
     """
 
-    __slots__ = ("cluster", "scheduler", "job_id", "job_id_f58", "_events", "_fps")
+    __slots__ = ("cluster", "scheduler", "job_id", "job_id_f58", "_events", "_fps", "_json",
+                 "_live", "_new")
 
     def __init__(self) -> None:
         self.cluster: str | None = None
@@ -301,6 +313,10 @@ class JobFold:
         self.job_id_f58: str | None = None
         self._events: dict[str, JobEvent] = {}
         self._fps: dict[str, set[str]] = {}
+        self._json: dict[str, str] = {}  # event id -> its entry in to_json(), once made
+        # the folded incarnation and the order of its last event; the events added since
+        self._live: _Live | None = None
+        self._new: list[JobEvent] = []
 
     @property
     def key(self) -> str | None:
@@ -340,8 +356,14 @@ class JobFold:
         if fp in fps:
             return False
         fps.add(fp)
+        self._json.pop(event.event_id, None)
         old = self._events.get(event.event_id)
-        self._events[event.event_id] = compact if old is None else _merge_variants(old, compact)
+        if old is None:
+            self._events[event.event_id] = compact
+            self._new.append(compact)
+        else:
+            self._events[event.event_id] = _merge_variants(old, compact)
+            self._live = None
         if event.job_id_f58 and (self.job_id_f58 is None or event.job_id_f58 < self.job_id_f58):
             self.job_id_f58 = event.job_id_f58
         return True
@@ -354,27 +376,51 @@ class JobFold:
         """The job documents (one per incarnation, oldest first)."""
         if not self._events:
             return []
+        new, self._new = sorted(self._new, key=event_order), []
+        live, self._live = self._live, None
+        if live is not None and live.continues(new):
+            for ev in new:
+                live.add(ev)
+            if live.incarnation.run.requeued_at is None:
+                live.incarnation.revision = self.revision
+                self._live = live
+                return [live.incarnation._document(runs=1)]
         ordered = self.events()
         slurm = self.scheduler == "slurm"
         parts = _split_incarnations(ordered) if slurm else [ordered]
         revision = self.revision
-        return [_Incarnation(self, n, revision, split_runs=slurm).fold(evs)
-                for n, evs in enumerate(parts)]
+        incarnations = [_Incarnation(self, n, revision, split_runs=slurm)
+                        for n in range(len(parts))]
+        docs = [inc.fold(evs) for inc, evs in zip(incarnations, parts, strict=True)]
+        if len(parts) == 1 and incarnations[0].run.requeued_at is None:
+            self._live = _Live.of(incarnations[0], ordered, split_runs=slurm)
+        return docs
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able state."""
-        return {
-            "cluster": self.cluster,
-            "scheduler": self.scheduler,
-            "job_id": self.job_id,
-            "job_id_f58": self.job_id_f58,
-            "events": [
-                {"event_id": ev.event_id, "event": ev.event, "timestamp": ev.timestamp,
-                 "source": ev.source, "seq": ev.seq, "context": dict(ev.context),
-                 "facts": dict(ev.facts), "fps": sorted(self._fps[ev.event_id])}
-                for ev in self.events()
-            ],
-        }
+        return {**self._head(), "events": [self._entry(ev) for ev in self.events()]}
+
+    def to_json(self) -> bytes:
+        """The JSON of :meth:`to_dict`, compact, as bytes: each event's entry is encoded
+        once and kept until the event changes."""
+        entries = self._json
+        parts = []
+        for ev in self.events():
+            part = entries.get(ev.event_id)
+            if part is None:
+                part = entries[ev.event_id] = _compact_json(self._entry(ev))
+            parts.append(part)
+        head = _compact_json(self._head())
+        return f'{head[:-1]},"events":[{",".join(parts)}]}}'.encode()
+
+    def _head(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "scheduler": self.scheduler, "job_id": self.job_id,
+                "job_id_f58": self.job_id_f58}
+
+    def _entry(self, ev: JobEvent) -> dict[str, Any]:
+        return {"event_id": ev.event_id, "event": ev.event, "timestamp": ev.timestamp,
+                "source": ev.source, "seq": ev.seq, "context": dict(ev.context),
+                "facts": dict(ev.facts), "fps": sorted(self._fps[ev.event_id])}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> JobFold:
@@ -881,6 +927,39 @@ class _Incarnation:
         for eff, product in (("cpu_eff_pct", "cpu_eff_x_nh"), ("mem_max_pct", "mem_eff_x_nh")):
             if doc[eff] is not None:
                 doc[product] = doc[eff] * hours
+
+
+@dataclass(slots=True)
+class _Live:
+    """A folded incarnation that events sorting after its last one may continue
+    (:meth:`JobFold.documents`)."""
+
+    incarnation: _Incarnation
+    last: tuple[Any, ...]  # the fold order of its last event
+    submits: set[float]  # the submit times its events state
+    split_runs: bool  # a Slurm job: a second submit time starts a run or an incarnation
+
+    @classmethod
+    def of(cls, incarnation: _Incarnation, ordered: list[JobEvent], *,
+           split_runs: bool) -> _Live | None:
+        live = cls(incarnation, event_order(ordered[-1]), set(), split_runs)
+        return live if live.continues(ordered, after=False) else None
+
+    def continues(self, new: list[JobEvent], *, after: bool = True) -> bool:
+        """Whether applying ``new`` (in fold order) after the events applied equals
+        folding them all again."""
+        if not new:
+            return True
+        if after and event_order(new[0]) <= self.last:
+            return False
+        if self.split_runs:
+            self.submits.update(s for ev in new if (s := _submit_time(ev)) is not None)
+            return len(self.submits) <= 1
+        return True
+
+    def add(self, ev: JobEvent) -> None:
+        self.incarnation._apply(ev)
+        self.last = event_order(ev)
 
 
 def _interval(gte: int, lt: int | None) -> dict[str, int | None] | None:

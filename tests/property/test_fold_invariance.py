@@ -8,13 +8,14 @@ times that split incarnations and runs, requeues, final and non-final ends.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
-from pipeline.fold import JobFold, fold
+from pipeline.fold import JobFold, doc_id, fold
 from pipeline.model import RESULTS, JobEvent, make_event_id
 
 T0 = 1_700_000_000.0
@@ -139,14 +140,36 @@ def test_incremental_fold_equals_fold_in_any_insertion_order(
     cut = data.draw(st.integers(0, len(order)))
     folds: dict[str, JobFold] = {}
     for i, ev in enumerate(order):
-        if i == cut:  # a worker restart: the state goes through its JSON form
-            folds = {k: JobFold.from_dict(json.loads(json.dumps(jf.to_dict())))
-                     for k, jf in folds.items()}
+        if i == cut:  # a worker restart: the state goes through its table value
+            folds = {k: JobFold.from_dict(json.loads(jf.to_json())) for k, jf in folds.items()}
         folds.setdefault(ev.key, JobFold()).add(ev)
+        if data.draw(st.booleans()):  # a batch ends: the documents so far
+            folds[ev.key].documents()
     incremental = sorted((d for jf in folds.values() for d in jf.documents()),
                          key=lambda d: (d["cluster"], d["job_id"], d["incarnation"]))
     expected = sorted(fold(events), key=lambda d: (d["cluster"], d["job_id"], d["incarnation"]))
     assert _canon(incremental) == _canon(expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(any_events, st.data())
+def test_the_table_value_is_the_json_of_the_state_after_every_event(
+        events: list[JobEvent], data: st.DataObject) -> None:
+    """``to_json`` keeps each event's encoding until the event changes: a copy of an id
+    with other content (merged), a duplicate, a state read back must all show."""
+    variants = [replace(ev, facts={**ev.facts, "extra": i}, seq=i)
+                for i, ev in enumerate(data.draw(st.lists(st.sampled_from(events), max_size=4)))]
+    order = data.draw(st.permutations(events + events[:2] + variants))
+    folds: dict[str, JobFold] = {}
+    for ev in order:
+        jf = folds.setdefault(ev.key, JobFold())
+        jf.add(ev)
+        value = jf.to_json()
+        assert value == json.dumps(jf.to_dict(), separators=(",", ":"),
+                                   ensure_ascii=False).encode()
+        if data.draw(st.booleans()):  # read back from the table
+            folds[ev.key] = JobFold.from_dict(json.loads(value))
+            assert folds[ev.key].to_json() == value
 
 
 @settings(max_examples=300, deadline=None)
@@ -156,10 +179,14 @@ def test_revision_never_decreases_as_events_arrive(events: list[JobEvent],
     order = data.draw(st.permutations(events + events[:3]))
     folds: dict[str, JobFold] = {}
     last: dict[str, int] = {}
+    arrived: dict[str, list[JobEvent]] = {}
     for ev in order:
         jf = folds.setdefault(ev.key, JobFold())
         added = jf.add(ev)
         docs = jf.documents()
+        # the documents kept up as events arrive equal a fold of all of them at once
+        arrived.setdefault(ev.key, []).append(ev)
+        assert _canon(sorted(docs, key=doc_id)) == _canon(fold(arrived[ev.key]))
         revisions = {d["revision"] for d in docs}
         assert revisions == ({jf.revision} if len(jf) else set())  # memos alone: no document
         before = last.get(ev.key, 0)
