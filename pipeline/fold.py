@@ -349,8 +349,12 @@ class JobFold:
                 self.cluster, self.scheduler, self.job_id):
             raise ValueError(f"event of {event.scheduler} job {event.key} added to the fold "
                              f"of {self.scheduler} job {self.key}")
-        compact = replace(event, jobspec=None, R=None, record=None,
-                          context=dict(event.context), facts=dict(event.facts))
+        # without jobspec, R and record (dataclasses.replace costs four times as much)
+        compact = JobEvent(cluster=event.cluster, scheduler=event.scheduler,
+                           job_id=event.job_id, event=event.event, timestamp=event.timestamp,
+                           source=event.source, event_id=event.event_id, seq=event.seq,
+                           context=dict(event.context), facts=dict(event.facts),
+                           job_id_f58=event.job_id_f58)
         fp = _fingerprint(compact)
         fps = self._fps.setdefault(event.event_id, set())
         if fp in fps:
