@@ -16,6 +16,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii
 from typing import Any, Literal
 
 __all__ = [
@@ -176,13 +177,36 @@ def job_key(cluster: str, job_id: str) -> str:
     return f"{cluster}:{job_id}"
 
 
+#: What ``json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)`` uses,
+#: built once: ``json.dumps`` with arguments builds a new encoder on every call.
+_ID_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+
+
 def make_event_id(*parts: Any) -> str:
     """A deterministic id for one fact: a hash of the parts that identify it.
 
     Parsers pass what makes the fact unique (cluster, job id, event name, timestamp, and
     where the same moment can be reported by several sources with different detail, the
     source family). Floats go through ``repr`` so the exact source value is kept.
+
+    The hashed text is ``json.dumps`` of the list of parts (ASCII, compact, sorted keys,
+    ``str`` of what JSON cannot hold); ids are stored downstream, so it never changes.
+    Parts that are all strings, floats and plain ints (every parser's ids but those of
+    the submit plugins) are written here directly, as that encoder writes them: this is
+    on the hot path, once per event.
     """
-    text = json.dumps([repr(p) if isinstance(p, float) else p for p in parts],
-                      sort_keys=True, separators=(",", ":"), default=str)
+    texts: list[str] = []
+    for p in parts:
+        kind = type(p)
+        if kind is str:
+            texts.append(encode_basestring_ascii(p))
+        elif kind is float:
+            texts.append(encode_basestring_ascii(repr(p)))
+        elif kind is int:
+            texts.append(int.__repr__(p))
+        else:
+            text = _ID_ENCODER.encode([repr(p) if isinstance(p, float) else p for p in parts])
+            break
+    else:
+        text = "[" + ",".join(texts) + "]"
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
