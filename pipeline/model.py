@@ -147,10 +147,15 @@ class JobEvent:
             "context": dict(self.context),
             "facts": dict(self.facts),
         }
-        for name in ("job_id_f58", "jobspec", "R", "record"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
+        # Written out, not a getattr loop: this runs for every event on the hot path.
+        if self.job_id_f58 is not None:
+            out["job_id_f58"] = self.job_id_f58
+        if self.jobspec is not None:
+            out["jobspec"] = self.jobspec
+        if self.R is not None:
+            out["R"] = self.R
+        if self.record is not None:
+            out["record"] = self.record
         return out
 
     @classmethod
