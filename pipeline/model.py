@@ -16,6 +16,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii
 from typing import Any, Literal
 
 __all__ = [
@@ -146,10 +147,15 @@ class JobEvent:
             "context": dict(self.context),
             "facts": dict(self.facts),
         }
-        for name in ("job_id_f58", "jobspec", "R", "record"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
+        # Written out, not a getattr loop: this runs for every event on the hot path.
+        if self.job_id_f58 is not None:
+            out["job_id_f58"] = self.job_id_f58
+        if self.jobspec is not None:
+            out["jobspec"] = self.jobspec
+        if self.R is not None:
+            out["R"] = self.R
+        if self.record is not None:
+            out["record"] = self.record
         return out
 
     @classmethod
@@ -176,13 +182,36 @@ def job_key(cluster: str, job_id: str) -> str:
     return f"{cluster}:{job_id}"
 
 
+#: What ``json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)`` uses,
+#: built once: ``json.dumps`` with arguments builds a new encoder on every call.
+_ID_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+
+
 def make_event_id(*parts: Any) -> str:
     """A deterministic id for one fact: a hash of the parts that identify it.
 
     Parsers pass what makes the fact unique (cluster, job id, event name, timestamp, and
     where the same moment can be reported by several sources with different detail, the
     source family). Floats go through ``repr`` so the exact source value is kept.
+
+    The hashed text is ``json.dumps`` of the list of parts (ASCII, compact, sorted keys,
+    ``str`` of what JSON cannot hold); ids are stored downstream, so it never changes.
+    Parts that are all strings, floats and plain ints (every parser's ids but those of
+    the submit plugins) are written here directly, as that encoder writes them: this is
+    on the hot path, once per event.
     """
-    text = json.dumps([repr(p) if isinstance(p, float) else p for p in parts],
-                      sort_keys=True, separators=(",", ":"), default=str)
+    texts: list[str] = []
+    for p in parts:
+        kind = type(p)
+        if kind is str:
+            texts.append(encode_basestring_ascii(p))
+        elif kind is float:
+            texts.append(encode_basestring_ascii(repr(p)))
+        elif kind is int:
+            texts.append(int.__repr__(p))
+        else:
+            text = _ID_ENCODER.encode([repr(p) if isinstance(p, float) else p for p in parts])
+            break
+    else:
+        text = "[" + ",".join(texts) + "]"
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()

@@ -77,12 +77,20 @@ FORMATS: dict[str, tuple[str, Callable[[], RecordParser], bool]] = {
 def parse_record(fmt: str, payload: bytes, *, cluster: str,
                  received_at: float | None = None) -> list[JobEvent]:
     """Canonical events of one record of format ``fmt``; ParseError if it is bad."""
-    try:
-        _, loader, _ = FORMATS[fmt]
-    except KeyError:
-        raise ParseError("unknown-format", f"unknown format {fmt!r}; known: "
-                         + ", ".join(sorted(FORMATS))) from None
-    return loader()(payload, cluster=cluster, received_at=received_at)
+    parser = _PARSERS.get(fmt)
+    if parser is None:
+        try:
+            _, loader, _ = FORMATS[fmt]
+        except KeyError:
+            raise ParseError("unknown-format", f"unknown format {fmt!r}; known: "
+                             + ", ".join(sorted(FORMATS))) from None
+        parser = _PARSERS[fmt] = loader()
+    return parser(payload, cluster=cluster, received_at=received_at)
+
+
+#: Parsers loaded so far, by format: a loader's import costs more than a small record's
+#: parse, so it runs once per format and process.
+_PARSERS: dict[str, RecordParser] = {}
 
 
 def split_records(fmt: str, data: bytes) -> Iterator[tuple[int, bytes]]:

@@ -57,8 +57,10 @@ parser protocol; Flux events carry their own timestamps.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -84,6 +86,28 @@ _SENTINEL_IDS = (-1, FLUID_MAX)
 
 # --- JSON ------------------------------------------------------------------------------
 
+class _Numbers(threading.local):
+    """Whether the document being decoded in this thread held a non-finite number."""
+
+    nonfinite = False
+
+
+_NUMBERS = _Numbers()
+
+
+def _number(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        _NUMBERS.nonfinite = True
+    return value
+
+
+#: One decoder for every document: ``json.loads`` with hooks builds a decoder and its
+#: scanner on each call, which cost more than decoding a journal response. The hook is
+#: per thread (:class:`_Numbers`), so the decoder may be shared.
+_DECODER = json.JSONDecoder(parse_float=_number, parse_constant=_number)
+
+
 class _Doc:
     """A decoded JSON document, remembering whether it held NaN or +-Infinity.
 
@@ -98,12 +122,6 @@ class _Doc:
         self.value = self._load(data, what)
         self.what = what
 
-    def _number(self, text: str) -> float:
-        value = float(text)
-        if not math.isfinite(value):
-            self.nonfinite = True
-        return value
-
     def _load(self, data: bytes | bytearray | memoryview | str, what: str) -> Any:
         if isinstance(data, bytes | bytearray | memoryview):
             try:
@@ -117,10 +135,15 @@ class _Doc:
             raise ParseError("bad-type", f"{what} must be bytes or text, "
                              f"not {type(data).__name__}")
         text = text.removeprefix("\ufeff")
+        _NUMBERS.nonfinite = False
         try:
-            value = json.loads(text, parse_float=self._number, parse_constant=self._number)
+            if text.startswith("\ufeff"):  # json.loads refuses it with its own message
+                value = json.loads(text, parse_float=_number, parse_constant=_number)
+            else:
+                value = _DECODER.decode(text)
         except (ValueError, RecursionError) as exc:
             raise ParseError("invalid-json", f"{what}: {exc}") from None
+        self.nonfinite = _NUMBERS.nonfinite
         check_duplicate_keys(text, value, what)
         return value
 
@@ -219,6 +242,11 @@ def _checked(facts: dict[str, Any]) -> dict[str, Any]:
 
 # --- events ----------------------------------------------------------------------------
 
+#: A job's f58 id, for the records of the jobs seen lately: a job's events come one
+#: journal response each, and encoding the id cost as much as the rest of its record.
+_f58 = functools.lru_cache(maxsize=4096)(f58_encode)
+
+
 class _Job:
     """What every event of one record shares."""
 
@@ -231,7 +259,7 @@ class _Job:
             raise ParseError("bad-R", f"R must be an object, not {type(R).__name__}")
         self.cluster = cluster
         self.job_id = str(jobid)
-        self.job_id_f58 = f58_encode(jobid)
+        self.job_id_f58 = _f58(jobid)
         self.source = source
         self.jobspec = jobspec
         self.R = R

@@ -14,9 +14,12 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
+
+import cachetools
 
 from pipeline.errors import ParseError
 from pipeline.hostlist import expand_hostlist
@@ -67,11 +70,21 @@ PRIVATE_KEYS: frozenset[str] = frozenset(
 #: Words Slurm prints where a time or node list is unknown (slurm.md 1.2, 2.3, 4.6).
 _NONE_WORDS = frozenset({"", "unknown", "none", "none assigned", "(null)", "n/a"})
 
+# The shapes of numbers in text, compiled once (they are matched on every record).
+_INT_TEXT = re.compile(r"-?\d{1,20}")
+_EPOCH_TEXT = re.compile(r"\d{1,12}(\.\d{1,9})?")
+_EXIT_PAIR = re.compile(r"\s*(\d{1,10}):(\d{1,10})\s*")
+_COUNT_TEXT = re.compile(r"\d{1,18}")
+
 
 # --------------------------------------------------------------------------- JSON input
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+#: Built once: ``json.loads`` with a hook builds a decoder and its scanner on every call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def decode_json(payload: bytes | bytearray | memoryview | str, *, what: str) -> Any:
@@ -96,7 +109,10 @@ def decode_json(payload: bytes | bytearray | memoryview | str, *, what: str) -> 
     if not text.strip():
         raise ParseError("invalid-json", f"{what} is empty")
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        if text.startswith("\ufeff"):  # json.loads refuses it with its own message
+            value = json.loads(text, parse_constant=_reject_constant)
+        else:
+            value = _DECODER.decode(text)
     except RecursionError:
         raise ParseError("invalid-json", f"{what} is not valid JSON: nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError, huge integers, NaN
@@ -145,6 +161,8 @@ def slurm_int(value: Any, field: str) -> int | None:
     v0.0.39+ (slurm.md 2.5 rule 1), NO_VAL/INFINITE sentinels, and decimal strings (TRES
     counts, environment values).
     """
+    if type(value) is int:  # the common case, first: what the end of this function does
+        return None if value in _SENTINELS else value
     if value is None:
         return None
     if isinstance(value, dict):
@@ -158,7 +176,7 @@ def slurm_int(value: Any, field: str) -> int | None:
         return slurm_int(number, field)
     if isinstance(value, str):
         text = value.strip()
-        if not re.fullmatch(r"-?\d{1,20}", text):
+        if not _INT_TEXT.fullmatch(text):
             raise _bad_type(field, "an integer", value)
         value = int(text)
     elif isinstance(value, float) and not isinstance(value, bool):
@@ -193,6 +211,13 @@ def epoch(value: Any, field: str) -> float | None:
     "Unknown"/"None" for invalid times before 23.11.9; the CLIs write epoch integers or
     ``{set, infinite, number}`` objects (2.5). Zero means unset everywhere.
     """
+    kind = type(value)
+    if kind is int or kind is float:  # the CLIs' epoch numbers: the checks at the end, first
+        if kind is int and value in _SENTINELS:
+            return None
+        if not math.isfinite(value) or value < 0 or value > _MAX_EPOCH:
+            raise ParseError("bad-time", f"{field}: {value!r} is not an epoch time")
+        return float(value) if value else None
     if value is None:
         return None
     if isinstance(value, dict):
@@ -202,7 +227,7 @@ def epoch(value: Any, field: str) -> float | None:
         text = value.strip()
         if text.lower() in _NONE_WORDS:
             return None
-        if re.fullmatch(r"\d{1,12}(\.\d{1,9})?", text):
+        if _EPOCH_TEXT.fullmatch(text):
             return epoch(float(text), field)
         try:
             parsed = datetime.fromisoformat(text)
@@ -232,7 +257,7 @@ def exit_from_pair(value: Any, field: str) -> tuple[int, int] | None:
         return None
     if not isinstance(value, str):
         raise _bad_type(field, 'an "exit:signal" string', value)
-    m = re.fullmatch(r"\s*(\d{1,10}):(\d{1,10})\s*", value)
+    m = _EXIT_PAIR.fullmatch(value)
     if m is None:
         raise ParseError("bad-exit-code", f"{field}: {value[:40]!r} is not exit:signal")
     return int(m.group(1)), int(m.group(2))
@@ -375,9 +400,18 @@ def expand_nodes(value: str | None, field: str) -> list[str]:
         return []
     assert value is not None
     try:
-        return expand_hostlist(value)
+        return list(_expand_hostlist(value))
     except ValueError as exc:
         raise ParseError("bad-hostlist", f"{field}: {exc}") from None
+
+
+# Bounded by host names, not by lists: a short text can name a million hosts.
+@cachetools.cached(cachetools.LRUCache(maxsize=100_000, getsizeof=len), lock=threading.Lock())
+def _expand_hostlist(value: str) -> tuple[str, ...]:
+    """:func:`expand_hostlist` of the node lists seen lately: every source of a job
+    (squeue, both hooks, jobcomp, sacct) states its node list again. A tuple, so that no
+    caller can change what the next one gets."""
+    return tuple(expand_hostlist(value))
 
 
 def tres_counts(value: Any, field: str) -> dict[str, int]:
@@ -394,7 +428,7 @@ def tres_counts(value: Any, field: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for item in value.split(","):
         name, sep, count = item.strip().partition("=")
-        if sep and re.fullmatch(r"\d{1,18}", count.strip()):
+        if sep and _COUNT_TEXT.fullmatch(count.strip()):
             out[name.strip()] = int(count)
     return out
 

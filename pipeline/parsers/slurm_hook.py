@@ -131,13 +131,17 @@ def _facts(env: dict[str, str], event: str) -> dict[str, Any]:
     return facts
 
 
+#: One item of SLURM_JOB_CPUS_PER_NODE: ``2(x3)`` or ``1``
+_CPUS_ITEM = re.compile(r"\s*(\d{1,9})(?:\(x(\d{1,9})\))?\s*")
+
+
 def _cpus_per_node_total(value: str | None) -> int | None:
     """``"2(x3),1"`` (2 CPUs on each of 3 nodes, then 1) -> 7."""
     if not value:
         return None
     total = 0
     for item in value.split(","):
-        m = re.fullmatch(r"\s*(\d{1,9})(?:\(x(\d{1,9})\))?\s*", item)
+        m = _CPUS_ITEM.fullmatch(item)
         if m is None:
             raise ParseError("bad-value",
                              f"SLURM_JOB_CPUS_PER_NODE: {value[:40]!r} is not a CPU count list")

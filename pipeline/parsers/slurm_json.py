@@ -92,6 +92,10 @@ __all__ = ["SlurmMeta", "parse_sacct", "parse_squeue", "read_meta"]
 
 #: restart_cnt is a uint16 in Slurm; more is garbage, and would mean that many events.
 _MAX_RESTARTS = 0xFFFF
+#: ``data_parser/v0.0.44`` and ``25.11.0``: versions in ``meta``, compiled once (every
+#: document reads them).
+_PARSER_VERSION = re.compile(r"v(\d{1,4})\.(\d{1,4})\.(\d{1,4})")
+_RELEASE = re.compile(r"(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +187,7 @@ def read_meta(meta: Any) -> SlurmMeta:
                              if k in ("type", "data_parser") and isinstance(v, str)]
     data_parser = None
     for word in parser_words:
-        m = re.search(r"v(\d{1,4})\.(\d{1,4})\.(\d{1,4})", word)
+        m = _PARSER_VERSION.search(word)
         if m:
             data_parser = (int(m[1]), int(m[2]), int(m[3]))
             break
@@ -209,7 +213,7 @@ def _slurm_version(slurm_meta: Mapping[str, Any]) -> tuple[int, int, int] | None
             return parts[0], parts[1], parts[2] or 0
     release = slurm_meta.get("release")
     if isinstance(release, str):
-        m = re.match(r"(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?", release)
+        m = _RELEASE.match(release)
         if m:
             return int(m[1]), int(m[2]), int(m[3] or 0)
     return None
