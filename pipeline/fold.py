@@ -396,7 +396,7 @@ class JobFold:
         incarnations = [_Incarnation(self, n, revision, split_runs=slurm)
                         for n in range(len(parts))]
         docs = [inc.fold(evs) for inc, evs in zip(incarnations, parts, strict=True)]
-        if len(parts) == 1 and incarnations[0].run.requeued_at is None:
+        if len(parts) == 1 and not incarnations[0].interrupted:
             self._live = _Live.of(incarnations[0], ordered, split_runs=slurm)
         return docs
 
@@ -596,6 +596,8 @@ class _Incarnation:
         self.restart_count: int | None = None
         self.t_submit: float | None = None
         self.updated_at = -math.inf
+        # the latest run ended in a requeue and was closed: later events cannot continue it
+        self.interrupted = False
 
     def fold(self, events: list[JobEvent]) -> dict[str, Any]:
         starts = sorted({s for ev in events if (s := _submit_time(ev)) is not None})
@@ -610,6 +612,7 @@ class _Incarnation:
         if self.run.requeued_at is not None:  # interrupted: the job waits for its next run
             self._close_run(end_fallback=self.run.requeued_at)
             self.run = _Run()
+            self.interrupted = True
         return self._document(runs=len(runs))
 
     # -- applying events
@@ -951,7 +954,8 @@ class _Live:
 
     def continues(self, new: list[JobEvent], *, after: bool = True) -> bool:
         """Whether applying ``new`` (in fold order) after the events applied equals
-        folding them all again."""
+        folding them all again; remembers their submit times (a live that does not
+        continue is dropped)."""
         if not new:
             return True
         if after and event_order(new[0]) <= self.last:

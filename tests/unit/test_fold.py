@@ -156,6 +156,19 @@ def test_memos_are_not_folded_and_a_job_state_does_not_grow_with_them() -> None:
     assert jf.documents()[0]["queue"] == "debug"
 
 
+def test_documents_kept_up_event_by_event_equal_the_whole_fold() -> None:
+    """Events that sort after the last one continue the folded incarnation; a run ended
+    by a requeue is closed, so an event after it starts the fold again (hypothesis found
+    an eligible time that stuck to the closed run's successor)."""
+    for events in (flux_life(),
+                   [ev("alloc", T0, sched="slurm"), ev("requeue", T0, sched="slurm"),
+                    ev("eligible", T0 + 1, sched="slurm")]):
+        jf = JobFold()
+        for n, e in enumerate(events, 1):
+            jf.add(e)
+            assert jf.documents() == fold(events[:n]), events[n - 1].event
+
+
 def test_pending_job_has_no_run_fields() -> None:
     doc = one([e for e in flux_life() if e.timestamp <= T0 + 2])
     assert doc["state"] == "pending"
