@@ -25,7 +25,8 @@ from pipeline.fold import JobFold
 
 __all__ = ["FOLD_CACHE_SIZE", "JobStates", "decode_state", "encode_state"]
 
-#: jobs whose folds stay in memory (a fold of ten events is ~10 KiB: ~20 MiB in all)
+#: jobs whose folds stay in memory (a fold of ten events is ~10 KiB, and as much again
+#: for each event's JSON and the folded incarnation: ~40 MiB in all)
 FOLD_CACHE_SIZE = 2048
 
 def encode_state(fold: JobFold) -> bytes:

@@ -949,16 +949,19 @@ class _Live:
     @classmethod
     def of(cls, incarnation: _Incarnation, ordered: list[JobEvent], *,
            split_runs: bool) -> _Live | None:
-        live = cls(incarnation, event_order(ordered[-1]), set(), split_runs)
-        return live if live.continues(ordered, after=False) else None
+        """``incarnation`` folded from ``ordered``, if later events may continue it."""
+        submits = {s for ev in ordered if (s := _submit_time(ev)) is not None}
+        if split_runs and len(submits) > 1:
+            return None
+        return cls(incarnation, event_order(ordered[-1]), submits, split_runs)
 
-    def continues(self, new: list[JobEvent], *, after: bool = True) -> bool:
+    def continues(self, new: list[JobEvent]) -> bool:
         """Whether applying ``new`` (in fold order) after the events applied equals
         folding them all again; remembers their submit times (a live that does not
         continue is dropped)."""
         if not new:
             return True
-        if after and event_order(new[0]) <= self.last:
+        if event_order(new[0]) <= self.last:
             return False
         if self.split_runs:
             self.submits.update(s for ev in new if (s := _submit_time(ev)) is not None)
