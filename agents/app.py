@@ -21,6 +21,7 @@ from typing import Any
 import faust
 
 from agents.outputs import Outputs
+from agents.table import JobsTable
 from pipeline.anonymize import Anonymizer
 from pipeline.config import Config
 from pipeline.enrich import Enricher
@@ -114,23 +115,10 @@ def create_app(cfg: Config, *, name: str | None = None,
         store_options={"block_cache_size": 16 * 1024 * 1024,
                        "write_buffer_size": 8 * 1024 * 1024, "max_write_buffer_number": 2},
         stream_wait_empty=True,
-        # Faust's producer writes the table's changelog only; the outputs go through
-        # agents.outputs (confluent-kafka, idempotent).
+        # Faust's producer writes nothing of the stream: the outputs and the table's
+        # changelog go through agents.outputs (confluent-kafka, idempotent). Should Faust
+        # send anything of its own, all replicas confirm it.
         producer_acks=-1,
-        # No enable_idempotence: Faust passes it to aiokafka only inside transactions
-        # (exactly_once), and aiokafka 0.14's idempotent producer cannot recover from
-        # OUT_OF_ORDER_SEQUENCE_NUMBER (a partition this worker has not written for
-        # producer.id.expiration.ms, a day by default, answers it): its sender task ends
-        # and every later send waits for ever. It also never expires a batch while the
-        # cluster is away. A send retried without it may write a record twice, which the
-        # consumers drop (events by id, job states by revision).
-        # Without a linger every send is a produce request of its own (Faust's default is
-        # 0): the worker spent a quarter of its time writing them to the socket.
-        producer_linger=0.01,
-        # aiokafka keeps one batch per partition and makes a send wait until a full one is
-        # sent: with Faust's 16 KiB a few table values fill it and the agents stall on
-        # round trips. Under the topics' 1 MiB max.message.bytes.
-        producer_max_batch_size=512 * 1024,
         consumer_group_instance_id=cfg.worker.instance_id or None,
         broker_session_timeout=cfg.worker.session_timeout_s,
         # heartbeats well inside the session timeout (faust's default is 3 s)
@@ -143,13 +131,16 @@ def create_app(cfg: Config, *, name: str | None = None,
                           value_serializer="raw", partitions=cfg.kafka.partitions,
                           internal=True, config=topic_config)
 
+    outputs = Outputs(cfg, f"{cfg.worker.app_id}-{worker_name}")
     # keys and values stored raw: values are the JSON of JobFold.to_dict(), encoded once
-    # by agents.states (Faust's json serializer would encode them twice)
-    table = app.Table("jobs", default=None, partitions=cfg.kafka.partitions, key_type=bytes,
-                      value_type=bytes, extra_topic_configs=topic_config)
+    # by agents.states (Faust's json serializer would encode them twice); the changelog
+    # goes through the outputs (agents.table)
+    table = app.tables.add(JobsTable(
+        app, outputs=outputs, name="jobs", default=None, partitions=cfg.kafka.partitions,
+        key_type=bytes, value_type=bytes, extra_topic_configs=topic_config))
     worker = Worker(
         cfg=cfg, app=app, name=worker_name, raw=raw_topic, canonical=canonical, jobs=table,
-        outputs=Outputs(cfg, f"{cfg.worker.app_id}-{worker_name}"),
+        outputs=outputs,
         anonymizer=Anonymizer.from_config(cfg.anonymize.fields, cfg.anonymize.key_file),
         enricher=Enricher.from_config(cfg.enrich.passwd_file, cfg.enrich.users_file,
                                       cfg.enrich.topology_file),

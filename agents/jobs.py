@@ -15,16 +15,16 @@ acknowledgement of the records wait for the batch, which ends after ``STATE_BATC
 or ``STATE_FLUSH_S`` after its first record (a timer). A job's events come in bursts (a
 Flux submit, validate, depend, priority within milliseconds; alloc, prolog, start; the
 end), so a burst costs one table write, one changelog record and one state. The batch's
-outputs are flushed before its records are acknowledged, and Faust commits only
-acknowledged offsets and flushes the changelog before it commits: a crash loses nothing,
-the records are read again. A rebalance waits until every record delivered is
+outputs and changelog records (:mod:`agents.table`) are flushed before its records are
+acknowledged, and Faust commits only acknowledged offsets: a crash loses nothing, the
+records are read again. A rebalance, and stopping, wait until every record delivered is
 acknowledged (``stream_wait_empty``), so a batch is always written whole before its
 partitions go; the timer ends it within ``STATE_FLUSH_S``.
 
 A *duplicate* event changes no state but is emitted again all the same, and its job's
 table entry written again: after a crash the table (RocksDB, written at once) can be ahead
-of the outputs and of its own changelog (flushed at commit), and re-emitting is what makes
-them catch up. The sink is idempotent (events by id, states by revision).
+of the outputs and of its own changelog (confirmed at the batch's end), and re-emitting is
+what makes them catch up. The sink is idempotent (events by id, states by revision).
 
 Timers: queue snapshots of this worker's partitions every ``worker.snapshot_interval_s``,
 and the expiry of finished jobs after ``worker.done_grace_s`` (a control message through
@@ -37,6 +37,7 @@ import asyncio
 import logging
 import time
 import weakref
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -127,6 +128,11 @@ class Batch:
         self.records: list[Any] = []
         self.events = 0
         self.since = 0.0
+        # the batch's counts, added to the metrics at its end (a Prometheus counter's
+        # inc() takes a lock: per event it cost more than the rest of the bookkeeping)
+        self.read = 0
+        self.folded: Counter[str] = Counter()  # cluster -> events folded
+        self.sent: Counter[str] = Counter()  # topic -> records sent
 
     def took(self, record: Any) -> None:
         if not self.records:
@@ -190,14 +196,26 @@ class JobsStage:
                 sent += len(docs)
                 if docs:
                     self.active.update(key, record.message.partition, summarize(docs[-1]), now)
-            self._sent[self.topics.state].inc(sent)
+            batch.sent[self.topics.state] += sent
+            self._count(batch)
             await self.outputs.flush()
+            self.states.flushed()
             for record in batch.records:
                 record.ack()
 
+    def _count(self, batch: Batch) -> None:
+        self._read.inc(batch.read)
+        for topic, n in batch.sent.items():
+            self._sent[topic].inc(n)
+        for cluster, n in batch.folded.items():
+            counter = self._folded.get(cluster)
+            if counter is None:
+                counter = self._folded[cluster] = WORKER_EVENTS_FOLDED.labels(cluster)
+            counter.inc(n)
+
     def _take_raw(self, record: Any) -> None:
         message = record.message
-        self._read.inc()
+        self.batch.read += 1
         try:
             events = canonical_events(self.worker.wire, message.value, self.max_bytes)
         except Rejected as rejected:
@@ -219,7 +237,7 @@ class JobsStage:
                 self._fold(key, record, ev)
             else:
                 self.outputs.send(self.canonical, key, data)
-                self._sent[self.canonical].inc()
+                self.batch.sent[self.canonical] += 1
 
     def _is_home(self, message: Any) -> bool:
         """Whether a raw record is in its key's table partition (its events of that key
@@ -241,16 +259,13 @@ class JobsStage:
             fold.add(ev)
             self.batch.folds[key] = (record, fold)
             self.batch.events += 1
-            counter = self._folded.get(ev.cluster)
-            if counter is None:
-                counter = self._folded[ev.cluster] = WORKER_EVENTS_FOLDED.labels(ev.cluster)
-            counter.inc()
+            self.batch.folded[ev.cluster] += 1
         event = ev.to_dict()
         event["facts"] = self.worker.enricher.facts(event["facts"])
         known = self._identities(self._job(key)) if self.worker.anonymizer.active else ()
         event = self.worker.anonymizer.event(event, known)
         self.outputs.send(self.topics.events, key, self.worker.wire.encode_event(event))
-        self._sent[self.topics.events].inc()
+        self.batch.sent[self.topics.events] += 1
         self._last_event.saw(ev.cluster, ev.timestamp)
 
     def _job(self, key: bytes) -> JobFold:
@@ -270,6 +285,7 @@ class JobsStage:
             self.outputs.send(self.topics.state, key, None)
             self._sent[self.topics.state].inc()
             await self.outputs.flush()
+            self.states.flushed()
         record.ack()
 
     def _identities(self, fold: JobFold) -> set[tuple[str, Any]]:
@@ -300,10 +316,15 @@ def register(worker: Worker) -> None:
         async for record in stream.noack().events():
             await stage.take(record)
 
-    @app.timer(interval=STATE_FLUSH_S)
-    async def end_batch() -> None:
-        if stage.batch.records and time.monotonic() - stage.batch.since >= STATE_FLUSH_S:
-            await stage.flush()
+    @app.task
+    async def end_batches() -> None:
+        # A plain loop, not a Faust timer: Faust's timers end as soon as the worker begins
+        # to stop, and stopping waits until every record delivered is acknowledged, so
+        # the batch open at that moment must still end, or the worker never stops.
+        while True:
+            await asyncio.sleep(STATE_FLUSH_S / 5)
+            if stage.batch.records and time.monotonic() - stage.batch.since >= STATE_FLUSH_S:
+                await stage.flush()
 
     sent_snapshots = WORKER_RECORDS_PUBLISHED.labels(cfg.topics.snapshots)
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -40,7 +41,7 @@ class Outputs:
 
     def __init__(self, cfg: Config, client_id: str, *, producer: Any = None) -> None:
         self._cfg, self._client_id, self._made = cfg, client_id, producer
-        self._failed: list[tuple[str, bytes | None, bytes | None, Any, KafkaError]] = []
+        self._failed: list[tuple[_Record, KafkaError]] = []
 
     @property
     def _producer(self) -> Any:
@@ -50,12 +51,24 @@ class Outputs:
         return self._made
 
     def send(self, topic: str, key: bytes | None, value: bytes | None,
-             headers: list[tuple[str, bytes]] | None = None) -> None:
-        """Queue one record (confirmed by the next :meth:`flush`)."""
+             headers: list[tuple[str, bytes]] | None = None, *, partition: int | None = None,
+             on_delivery: Callable[[Any], None] | None = None) -> None:
+        """Queue one record (confirmed by the next :meth:`flush`): to ``partition``, or
+        the key's; ``on_delivery(message)`` once Kafka confirmed it (in the thread that
+        serves delivery reports)."""
+        record = _Record(topic, key, value, headers, -1 if partition is None else partition,
+                         on_delivery)
+
+        def delivered(err: KafkaError | None, msg: Any) -> None:
+            if err is not None:
+                self._failed.append((record, err))
+            elif on_delivery is not None:
+                on_delivery(msg)
+
         while True:
             try:
-                self._producer.produce(topic, value, key, headers=headers,
-                                       on_delivery=self._delivered)
+                self._producer.produce(topic, value, key, partition=record.partition,
+                                       headers=headers, on_delivery=delivered)
                 return
             except BufferError:  # librdkafka's queue is full: let it send some
                 self._producer.poll(0.1)
@@ -74,16 +87,25 @@ class Outputs:
             if not self._failed:
                 return
             failed, self._failed = self._failed, []
-            errors = {err.name() for *_, err in failed}
-            if errors & POISON_ERRORS or any(err.fatal() for *_, err in failed):
+            errors = {err.name() for _, err in failed}
+            if errors & POISON_ERRORS or any(err.fatal() for _, err in failed):
                 raise KafkaException(failed[0][-1])
             delay = backoff.next()
             logger.warning("outputs: %d records failed (%s); sending them again in %.1f s",
                            len(failed), ", ".join(sorted(errors)), delay)
             await asyncio.sleep(delay)
-            for topic, key, value, headers, _ in failed:
-                self.send(topic, key, value, headers)
+            for r, _ in failed:
+                self.send(r.topic, r.key, r.value, r.headers,
+                          partition=None if r.partition < 0 else r.partition,
+                          on_delivery=r.on_delivery)
 
-    def _delivered(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            self._failed.append((msg.topic(), msg.key(), msg.value(), msg.headers(), err))
+
+class _Record(NamedTuple):
+    """A record as sent, to send it again if its delivery failed."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]] | None
+    partition: int  # -1: the key's
+    on_delivery: Callable[[Any], None] | None

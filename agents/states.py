@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
+from agents.table import JobsTable
 from pipeline.fold import JobFold
 
 __all__ = ["FOLD_CACHE_SIZE", "JobStates", "decode_state", "encode_state"]
@@ -72,6 +73,12 @@ class JobStates:
         """Write the job's state (always: see agents/jobs.py)."""
         self.table[key] = encode_state(fold)
         self._remember(key, fold)
+
+    def flushed(self) -> None:
+        """The outputs' flush confirmed every change so far: the jobs table keeps the
+        offsets its changelog reached (agents.table)."""
+        if isinstance(self.table, JobsTable):
+            self.table.persist_offsets()
 
     def delete(self, key: bytes) -> None:
         self._folds.pop(key, None)

@@ -254,8 +254,9 @@ def fold(events: Iterable[JobEvent]) -> list[dict[str, Any]]:
 _compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+#: ``json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)``, built once
+#: (``json.dumps`` with arguments builds a new encoder on every call)
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
 
 
 def _fingerprint(ev: JobEvent) -> str:

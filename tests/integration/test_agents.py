@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import signal
 import time
 import urllib.error
 import urllib.request
@@ -61,6 +62,8 @@ from pipeline.workload import Workload, WorkloadSpec
 #: and after every recorded event (the stream refuses events from the future)
 RECEIVED = 1_800_000_000.0
 START = 1_790_000_000.0
+#: a stopped worker exits well within this (it takes a few seconds)
+STOP_GUARD_S = 60.0
 
 
 def generated(spec: WorkloadSpec) -> list[Raw]:
@@ -269,6 +272,35 @@ def test_sigkill_while_processing_loses_and_double_counts_nothing(
     ids = event_ids(read_topic(stack_cfg, stack_cfg.topics.events))
     assert set(ids) == expected.event_ids
     # the changelog holds every job's whole state too (another worker would start from it)
+    from_changelog = changelog_docs(stack_cfg)
+    assert not diff_states({k: as_state(v) for k, v in from_changelog.items()}, expected.docs)
+
+
+def test_sigterm_while_processing_stops_the_worker_and_loses_nothing(
+        stack_cfg: Config, spawn: Callable[..., WorkerProcess]) -> None:
+    """A worker told to stop while records flow has a batch open: stopping waits until
+    every record delivered is acknowledged, so that batch must still end (a Faust timer
+    would not: they stop first, and the worker waited for ever)."""
+    messages = generated(WorkloadSpec(seed=22, jobs=1000, start=START, time_scale=0.05))
+    expected = offline(stack_cfg, messages)
+    publish(stack_cfg, messages)
+    worker = spawn(stack_cfg, instance_id="term-w1").start()
+    total = len(expected.events)
+    for share in (0.2, 0.6):
+        wait_for(f"{share:.0%} of the events", lambda s=share: event_count(stack_cfg) >= s * total,
+                 [worker])
+        assert worker.proc is not None
+        worker.proc.send_signal(signal.SIGTERM)
+        worker.proc.wait(STOP_GUARD_S)  # TimeoutExpired: it did not stop
+        assert worker.proc.returncode == 0, worker.output()[-6000:]
+        assert not grep_log(worker, "wait_empty: Waiting")
+        worker.start()
+    wait_caught_up(stack_cfg, [worker])
+    worker.stop()
+
+    got = latest_states(read_topic(stack_cfg, stack_cfg.topics.state))
+    assert not diff_states(got, expected.docs), diff_states(got, expected.docs)
+    assert set(event_ids(read_topic(stack_cfg, stack_cfg.topics.events))) == expected.event_ids
     from_changelog = changelog_docs(stack_cfg)
     assert not diff_states({k: as_state(v) for k, v in from_changelog.items()}, expected.docs)
 

@@ -17,8 +17,12 @@ from pipeline.config import Config
 
 class Message:
     def __init__(self, topic: str, key: bytes | None, value: bytes | None,
-                 headers: Any) -> None:
-        self._t, self._k, self._v, self._h = topic, key, value, headers
+                 headers: Any, partition: int) -> None:
+        self._t, self._k, self._v, self._h, self._p = topic, key, value, headers, partition
+        self.offset = -1
+
+    def partition(self) -> int:
+        return self._p
 
     def topic(self) -> str:
         return self._t
@@ -41,10 +45,11 @@ class Producer:
         self.calls = 0
         self.queued: list[tuple[Message, Any, int | None]] = []
         self.delivered: list[tuple[str, bytes | None, bytes | None, Any]] = []
+        self.partitions: list[int] = []  # of the records delivered
 
-    def produce(self, topic: str, value: bytes | None, key: bytes | None, *, headers: Any,
-                on_delivery: Any) -> None:
-        self.queued.append((Message(topic, key, value, headers), on_delivery,
+    def produce(self, topic: str, value: bytes | None, key: bytes | None, *, partition: int,
+                headers: Any, on_delivery: Any) -> None:
+        self.queued.append((Message(topic, key, value, headers, partition), on_delivery,
                             self.fail.get(self.calls)))
         self.calls += 1
 
@@ -56,6 +61,7 @@ class Producer:
         for msg, callback, code in queued:
             if code is None:
                 self.delivered.append((msg.topic(), msg.key(), msg.value(), msg.headers()))
+                self.partitions.append(msg.partition())
                 callback(None, msg)
             else:
                 callback(KafkaError(code), msg)
@@ -74,6 +80,20 @@ def test_a_failed_delivery_is_sent_again_with_its_headers() -> None:
     assert sorted(producer.delivered) == [("dlq", b"k2", b"v2", [("reason", b"bad-avro")]),
                                           ("events", b"k1", b"v1", None)]
     assert producer.calls == 3
+
+
+def test_a_failed_record_goes_again_to_its_partition_and_is_reported_once() -> None:
+    producer = Producer({0: KafkaError._MSG_TIMED_OUT})
+    outputs = Outputs(Config(), "test", producer=producer)
+    reported: list[int] = []
+    outputs.send("changelog", b"k", b"v", partition=5,
+                 on_delivery=lambda msg: reported.append(msg.partition()))
+    outputs.send("events", b"k", b"e")
+    asyncio.run(outputs.flush())
+    assert producer.calls == 3
+    assert sorted(zip(producer.delivered, producer.partitions, strict=True)) == [
+        (("changelog", b"k", b"v", None), 5), (("events", b"k", b"e", None), -1)]
+    assert reported == [5]
 
 
 def test_a_record_kafka_can_never_take_stops_the_worker() -> None:

@@ -1,0 +1,72 @@
+"""The jobs table: Faust's table, its changelog written through the worker's outputs.
+
+Faust sends each changelog record with its own producer (aiokafka, in Python): a future,
+a buffer task and a batch builder per record, about 6 % of the worker's main thread, and
+when its buffer fills the agent waits for it ("producer buffer full"). Here a changelog
+record is queued in librdkafka like every other output of the worker (:mod:`agents.outputs`)
+and confirmed by the same flush that precedes the acknowledgement of the batch's records,
+so a crash loses no more than it did: the records are read again.
+
+Faust keeps, in each partition's RocksDB, the offset of the last changelog record written:
+recovery reads the changelog from there. It sets it in the send's callback; here
+:meth:`JobsTable.persist_offsets` sets it after the flush, from the offsets Kafka gave in
+its delivery reports. Missing one only makes a recovery read more of the changelog.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import faust
+from faust.types import TP
+
+from agents.outputs import Outputs
+
+__all__ = ["JobsTable"]
+
+
+class JobsTable(faust.Table):  # type: ignore[misc]  # Faust's classes are untyped
+    """A Faust table whose changelog goes through ``outputs`` (module docstring)."""
+
+    outputs: Outputs
+
+    def __init__(self, app: faust.App, *, outputs: Outputs, **kwargs: Any) -> None:
+        super().__init__(app, beacon=app.tables.beacon, **kwargs)
+        self.outputs = outputs
+        self._delivered: dict[int, int] = {}  # partition -> last offset Kafka confirmed
+
+    def send_changelog(self, partition: int | None, key: Any, value: Any,
+                       key_serializer: Any = None, value_serializer: Any = None) -> _Queued:
+        """Queue the changelog record of one change (keys and values are raw bytes)."""
+        if partition is None:
+            raise RuntimeError("a jobs table change outside a record of its partition")
+        self.outputs.send(self.changelog_topic.get_topic_name(), key, value,
+                          partition=partition, on_delivery=self._on_delivery)
+        return _Queued(partition)
+
+    def _on_delivery(self, msg: Any) -> None:
+        # librdkafka's thread of the flush: only a dict write here
+        partition, offset = msg.partition(), msg.offset()
+        if offset > self._delivered.get(partition, -1):
+            self._delivered[partition] = offset
+
+    def persist_offsets(self) -> None:
+        """Keep the offsets of the changelog records Kafka confirmed in the store (after
+        :meth:`Outputs.flush`, in the event loop: RocksDB is the loop's)."""
+        delivered, self._delivered = self._delivered, {}
+        topic = self.changelog_topic.get_topic_name()
+        for partition, offset in delivered.items():
+            self.data.set_persisted_offset(TP(topic, partition), offset)
+
+
+@dataclass(frozen=True, slots=True)
+class _Queued:
+    """What Faust's table reads of the future a changelog send returns: the partition,
+    as ``.message.partition``."""
+
+    partition: int
+
+    @property
+    def message(self) -> _Queued:
+        return self
