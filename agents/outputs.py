@@ -1,6 +1,6 @@
 """The worker's output records (canonical events, job states, snapshots, re-keyed events,
-DLQ records) through one confluent-kafka producer, flushed before their inputs are
-acknowledged.
+DLQ records, the jobs table's changelog) through one confluent-kafka producer, flushed
+before their inputs are acknowledged.
 
 Faust's ``await topic.send()`` costs about 0.1 ms of CPU per record here (a future, a
 callback, aiokafka's accumulator in Python), more than parsing an event; librdkafka's
