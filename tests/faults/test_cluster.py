@@ -35,15 +35,18 @@ from pipeline.bench.flow import check_documents
 from pipeline.readback import client, job_documents, jobs_alias
 from pipeline.stack import kafka_nodes, start_broker, stop_broker
 
-#: a broker SIGKILLed stays down this long: past the controller's fencing of it (the
-#: broker session, 9 s by default), which alone moves its leaderships and takes it out of
-#: the ISRs; until then every acks=all write waits for it, on every partition it follows
-KILLED_DOWN_S = 15.0
 #: the coordinator's broker stays down this long: its group's session runs out meanwhile
 LONG_DOWN_S = 2.5 * WORKER_SESSION_TIMEOUT_S
 #: Kafka's default broker.session.timeout.ms (the stack keeps it): a SIGKILLed broker is
 #: fenced this long after its last heartbeat
 BROKER_SESSION_S = 9.0
+#: a broker SIGKILLed stays down this long: past the controller's fencing of it, which
+#: alone moves its leaderships and takes it out of the ISRs (until then every acks=all
+#: write waits for it, on every partition it follows), the producers' metadata refresh
+#: (SPOOL_BOUND's allowance), and the few seconds the edge's spool takes to drain what
+#: came meanwhile, before the 2 s in which it must be empty again. At 15 s a fencing
+#: that took 13 s under load left 1,000 records in that window (CI run K).
+KILLED_DOWN_S = BROKER_SESSION_S + 6.0 + 5.0
 #: the most the edge's spool may hold during a fault: what comes while acks=all writes
 #: wait for a dead broker's fencing, its partitions' new leaders and the producer's
 #: metadata refresh; never the outage's length
