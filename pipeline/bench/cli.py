@@ -80,6 +80,12 @@ def bench(ctx: click.Context, jobs: int, rate: float, latency_s: float, sample_e
     console.print(f"[dim]{load['cpus']} CPUs ({load['cpu_model']}), load average "
                   f"{load['load_at_start'][0]:.2f} at start, {load['load_at_end'][0]:.2f} "
                   f"at end[/]")
+    e2e = result.details.get("e2e")
+    if e2e:
+        cpu = ", ".join(f"{name} {s:.1f}" for name, s in sorted(
+            e2e["cpu_s"].items(), key=lambda kv: -kv[1]))
+        console.print(f"e2e CPU-s over {e2e['seconds']:.1f} s: {cpu} "
+                      f"({e2e['cores_busy']:.2f} cores busy)")
     tracked = result.details.get("tracked")
     if tracked:
         console.print(f"at {tracked['jobs']} tracked jobs: worker {tracked['worker_rss_end_mib']} "

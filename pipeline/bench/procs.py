@@ -4,11 +4,13 @@
 sink`` as children (:class:`~pipeline.children.Child`: configuration through ``JOBSTREAM_*``
 variables, logs to files) and stops them with SIGTERM at the end. :class:`RssSampler`
 reads their resident set size every ``interval`` seconds in a thread (psutil), keeping the
-peak and the latest value of each.
+peak and the latest value of each, and their CPU time; it watches the local stack's Kafka
+and Elasticsearch and the bench process too, which share the machine's cores with them.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -20,7 +22,10 @@ import psutil
 from pipeline.children import Child, free_port
 from pipeline.config import Config
 
-__all__ = ["Flow", "RssSampler", "flow"]
+__all__ = ["BENCH", "Flow", "RssSampler", "flow"]
+
+#: the bench process itself in the CPU and RSS figures
+BENCH = "bench"
 
 MIB = 1024 * 1024
 
@@ -117,12 +122,28 @@ def flow(cfg: Config, logs: Path, *, workers: int = 1, sink: bool = True,
         for child in f.children:
             assert child.pid is not None
             f.rss.watch(child.name, child.pid)
+        _watch_the_rest(f.rss, cfg)
         f.rss.start()
         yield f
     finally:
         f.rss.stop()
         for child in f.children:
             child.stop()
+
+
+def _watch_the_rest(rss: RssSampler, cfg: Config) -> None:
+    """The other processes on the machine's cores: the local stack's Kafka and
+    Elasticsearch (when the stack runs them) and this one, which publishes and polls. A
+    flow's rate is bounded by all of them together on a small machine."""
+    from pipeline.stack import status
+
+    for svc in status(cfg):
+        if svc.running and svc.pid is not None:
+            try:
+                rss.watch(svc.name, svc.pid)
+            except psutil.Error:
+                continue  # stopped since status() read its pid file
+    rss.watch(BENCH, os.getpid())
 
 
 def mib(value: int | None) -> float | None:

@@ -219,6 +219,8 @@ def _e2e(cfg: Config, es: Any, feed: Feed, opts: BenchOptions, logs: Path,
     d["events_per_worker_cpu_s"] = res.events / worker_cpu if worker_cpu else None
     d["events_per_sink_cpu_s"] = (res.events / res.cpu_s["sink"]
                                   if res.cpu_s.get("sink") else None)
+    # how many cores the flow, Kafka, Elasticsearch and the bench kept busy together
+    d["cores_busy"] = sum(res.cpu_s.values()) / res.seconds if res.seconds else None
     details["e2e"] = d
     if not res.check.ok:
         console.print(f"[red]e2e documents differ from the offline fold:[/] "

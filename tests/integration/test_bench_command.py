@@ -42,6 +42,11 @@ def test_bench_reports_every_figure_and_the_flow_equals_the_offline_fold(
     assert e2e["check"]["equal"] == e2e["jobs"] == 150
     assert e2e["writes"]["hpc-job-events"] == e2e["event_documents"]  # each indexed once
     assert e2e["event_documents"] <= e2e["events"]
+    # every process on the cores, not only the flow's (the stack's services, the bench)
+    names = set(e2e["cpu_s"])
+    assert {"worker-0", "sink", "elasticsearch", "bench"} <= names, names
+    assert any(n.startswith("kafka") for n in names), names
+    assert 0 < e2e["cores_busy"] <= os.cpu_count(), e2e["cores_busy"]
     assert body["latency"]["samples"] > 0 and body["latency"]["unobserved"] == 0
     assert body["replay"]["records"] == body["workload"]["records"]
     tracked = body["tracked"]
