@@ -71,7 +71,7 @@ __all__ = ["JobsStage", "job_partition", "register"]
 logger = logging.getLogger(__name__)
 
 #: end the batch after this many events ...
-STATE_BATCH = 2000
+STATE_BATCH = 5000
 #: ... or this long after its first record (the latency it adds, at most)
 STATE_FLUSH_S = 0.25
 

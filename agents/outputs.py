@@ -42,6 +42,10 @@ class Outputs:
     def __init__(self, cfg: Config, client_id: str, *, producer: Any = None) -> None:
         self._cfg, self._client_id, self._made = cfg, client_id, producer
         self._failed: list[tuple[_Record, KafkaError]] = []
+        # delivery reports: one bound method for every plain record, and one for each
+        # on_delivery callback, made once (not a closure per record on the hot path)
+        self._report = self._reporter(None)
+        self._reports: dict[Callable[[Any], None], Callable[..., None]] = {}
 
     @property
     def _producer(self) -> Any:
@@ -56,22 +60,34 @@ class Outputs:
         """Queue one record (confirmed by the next :meth:`flush`): to ``partition``, or
         the key's; ``on_delivery(message)`` once Kafka confirmed it (in the thread that
         serves delivery reports)."""
-        record = _Record(topic, key, value, headers, -1 if partition is None else partition,
-                         on_delivery)
+        if on_delivery is None:
+            report = self._report
+        else:
+            report = self._reports.get(on_delivery)
+            if report is None:
+                report = self._reports[on_delivery] = self._reporter(on_delivery)
+        while True:
+            try:
+                self._producer.produce(topic, value, key,
+                                       partition=-1 if partition is None else partition,
+                                       headers=headers, on_delivery=report)
+                return
+            except BufferError:  # librdkafka's queue is full: let it send some
+                self._producer.poll(0.1)
 
-        def delivered(err: KafkaError | None, msg: Any) -> None:
+    def _reporter(self, on_delivery: Callable[[Any], None] | None) -> Callable[..., None]:
+        """The delivery report of records sent with ``on_delivery``: a failed record is
+        kept to be sent again, as the report gives it back (its partition: the one it was
+        sent to, or -1 if it failed before it had one)."""
+        def report(err: KafkaError | None, msg: Any) -> None:
             if err is not None:
+                record = _Record(msg.topic(), msg.key(), msg.value(), msg.headers(),
+                                 msg.partition(), on_delivery)
                 self._failed.append((record, err))
             elif on_delivery is not None:
                 on_delivery(msg)
 
-        while True:
-            try:
-                self._producer.produce(topic, value, key, partition=record.partition,
-                                       headers=headers, on_delivery=delivered)
-                return
-            except BufferError:  # librdkafka's queue is full: let it send some
-                self._producer.poll(0.1)
+        return report
 
     def poll(self) -> None:
         """Serve delivery reports without waiting (records sent outside a batch)."""
