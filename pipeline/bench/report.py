@@ -33,6 +33,8 @@ FIGURES: tuple[str, ...] = (
     "bulk_event_docs_per_s",
     "e2e_events_per_s",
     "e2e_ratio_to_ceiling",
+    "worker_cpu_ms_per_event",
+    "stage_cpu_ms_per_event",
     "latency_p50_s",
     "latency_p99_s",
     "events_per_job",

@@ -19,7 +19,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pipeline.bench import ceilings, flow, memos, tracked
+from pipeline.bench import ceilings, flow, memos, stage, tracked
 from pipeline.bench.feed import (
     EVENTS_PER_JOB,
     Feed,
@@ -46,6 +46,9 @@ OPTIONAL_PHASES = ("slurm-edge", "memos")
 #: design section 6
 TARGET_RATIO = 0.5
 TARGET_P99_S = 1.5
+#: what one worker may spend per event so that the flow keeps up on a small machine
+#: (issue 11: Kafka, Elasticsearch and the sink take the rest of two cores)
+TARGET_WORKER_CPU_MS = 0.2
 
 
 @dataclass(frozen=True)
@@ -186,10 +189,17 @@ def _ceilings(cfg: Config, names: BenchNames, es: Any, feed: Feed, e2e_cfg: Conf
     events = ceilings.worker_event_documents(cfg, feed)
     with console.status(f"ceiling: bulk-index {len(events)} event documents"):
         bulk_events = ceilings.bulk_ceiling(events_cfg, es, Family.EVENTS, events)
+    with console.status(f"ceiling: the jobs stage alone on {len(feed.records)} raw records"):
+        alone = stage.stage_cost(e2e_cfg, feed)
+    if alone.wrong:
+        console.print(f"[red]the jobs stage alone left {alone.wrong} job documents short of "
+                      "the offline fold[/]")
     values.update(consume_decode_ceiling_events_per_s=consume.per_s,
-                  bulk_job_docs_per_s=bulk_jobs.per_s, bulk_event_docs_per_s=bulk_events.per_s)
+                  bulk_job_docs_per_s=bulk_jobs.per_s, bulk_event_docs_per_s=bulk_events.per_s,
+                  stage_cpu_ms_per_event=alone.cpu_ms_per_event)
     details["ceilings"] = {"consume_decode": asdict(consume), "bulk_jobs": asdict(bulk_jobs),
-                           "bulk_events": asdict(bulk_events)}
+                           "bulk_events": asdict(bulk_events),
+                           "stage": {**asdict(alone), "cpu_ms_per_event": alone.cpu_ms_per_event}}
 
 
 def _e2e(cfg: Config, es: Any, feed: Feed, opts: BenchOptions, logs: Path,
@@ -217,6 +227,7 @@ def _e2e(cfg: Config, es: Any, feed: Feed, opts: BenchOptions, logs: Path,
     # what one worker does with a core of its own (here it shares two with everything)
     worker_cpu = sum(v for k, v in res.cpu_s.items() if k.startswith("worker"))
     d["events_per_worker_cpu_s"] = res.events / worker_cpu if worker_cpu else None
+    values["worker_cpu_ms_per_event"] = 1000 * worker_cpu / res.events if worker_cpu else None
     d["events_per_sink_cpu_s"] = (res.events / res.cpu_s["sink"]
                                   if res.cpu_s.get("sink") else None)
     # how many cores the flow, Kafka, Elasticsearch and the bench kept busy together
@@ -265,6 +276,11 @@ def _figures(v: dict[str, Any], opts: BenchOptions) -> list[Figure]:
                note=f"{opts.workers} worker(s) + 1 sink; raw -> searchable job documents"
                     + ("" if v.get("e2e_documents_ok", True) else "; DOCUMENTS DIFFER")),
         figure("e2e_ratio_to_ceiling", ratio, "", f"≥ {TARGET_RATIO}", at_least(TARGET_RATIO)),
+        figure("worker_cpu_ms_per_event", v.get("worker_cpu_ms_per_event"), "ms",
+               f"≤ {TARGET_WORKER_CPU_MS}", lambda ms: ms <= TARGET_WORKER_CPU_MS,
+               note="e2e run, every worker's CPU time"),
+        figure("stage_cpu_ms_per_event", v.get("stage_cpu_ms_per_event"), "ms",
+               note="the jobs stage alone: no Kafka, no Faust"),
         figure("latency_p50_s", v.get("latency_p50_s"), "s",
                note=f"at {opts.rate:g} events/s, 1 job in {opts.sample_every} sampled"),
         figure("latency_p99_s", v.get("latency_p99_s"), "s", f"< {TARGET_P99_S}",

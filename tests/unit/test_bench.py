@@ -121,3 +121,14 @@ def test_the_memo_feed_is_one_job_s_memos_then_the_other_jobs() -> None:
     assert feed.total_events == plain.total_events + 500
     assert feed.documents == plain.documents
     assert [r for r in feed.records if r not in memos] == list(plain.records)
+
+
+def test_the_jobs_stage_alone_folds_every_job_and_says_what_it_cost(feed) -> None:
+    from pipeline.bench.stage import stage_cost
+    from pipeline.config import Config
+
+    cost = stage_cost(Config(), feed)
+    assert cost.wrong == 0
+    assert cost.events == feed.total_events and cost.records == len(feed.records)
+    assert feed.jobs <= cost.states <= cost.events  # a state per job per batch
+    assert cost.cpu_s > 0 and cost.cpu_ms_per_event == 1000 * cost.cpu_s / cost.events
