@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 import tempfile
 import time
 from contextlib import ExitStack
@@ -97,7 +98,21 @@ def machine(cfg: Config) -> dict[str, Any]:
 
     return {"cpus": os.cpu_count(), "cpu_model": model, "memory_gib":
             round(psutil.virtual_memory().total / 2**30, 1), "python": platform.python_version(),
-            "platform": platform.platform(), "load_at_start": list(os.getloadavg())}
+            "platform": platform.platform(), "load_at_start": list(os.getloadavg()),
+            "code": code_revision()}
+
+
+def code_revision() -> str | None:
+    """``git describe --always --dirty`` of the jobstream this process imported (its
+    children run the same: they inherit the working directory, which Python puts first on
+    the path). None outside a git checkout."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty"],
+                             capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
 
 
 def run_bench(cfg: Config, opts: BenchOptions, console: Console) -> BenchResult:

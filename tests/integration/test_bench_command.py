@@ -32,6 +32,7 @@ def test_bench_reports_every_figure_and_the_flow_equals_the_offline_fold(
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     body = json.loads(out.read_text())
 
+    assert body["machine"]["code"]  # which jobstream was measured (git describe)
     figures = body["figures"]
     assert set(FIGURES) <= set(figures)
     missing = [name for name in FIGURES if figures[name]["value"] is None]
