@@ -135,10 +135,9 @@ class RawPublisher:
 
     def wait(self, seconds: float) -> None:
         """Serve delivery reports for up to ``seconds``: at least a millisecond when it is
-        more than 0. librdkafka waits in whole milliseconds, so a shorter wait returned at
-        once, and a loop pacing records (``publish_paced``) spun until each one was due:
-        half a core of the bench's latency run at 1,000 events/s, taken from the flow it
-        measures."""
+        more than 0. librdkafka waits in whole milliseconds, so a shorter wait would return
+        at once, and a loop pacing records (``publish_paced``) would spin until each one
+        is due, taking a core from the flow it feeds."""
         self.producer.poll(max(seconds, 0.001) if seconds > 0 else 0.0)
 
     def flush(self, timeout: float = 60.0) -> None:

@@ -22,10 +22,10 @@ import psutil
 from pipeline.children import Child, free_port
 from pipeline.config import Config
 
-__all__ = ["BENCH", "Flow", "RssSampler", "flow"]
+__all__ = ["Flow", "RssSampler", "flow"]
 
 #: the bench process itself in the CPU and RSS figures
-BENCH = "bench"
+_BENCH = "bench"
 
 MIB = 1024 * 1024
 
@@ -143,7 +143,7 @@ def _watch_the_rest(rss: RssSampler, cfg: Config) -> None:
                 rss.watch(svc.name, svc.pid)
             except psutil.Error:
                 continue  # stopped since status() read its pid file
-    rss.watch(BENCH, os.getpid())
+    rss.watch(_BENCH, os.getpid())
 
 
 def mib(value: int | None) -> float | None:
