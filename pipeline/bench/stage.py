@@ -59,9 +59,6 @@ class _Outputs:
         if topic == self.state_topic and value is not None:
             self.states.append(value)
 
-    def poll(self) -> None:
-        pass
-
     async def flush(self) -> None:
         pass
 
