@@ -74,8 +74,14 @@ def owned_process(pidfile: Path, marker: str) -> psutil.Process | None:
 def _alive(proc: psutil.Process) -> bool:
     _reap()
     try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
+        if not proc.is_running():
+            return False
+        if proc.status() != psutil.STATUS_ZOMBIE:
+            return True
+        # a zombie leader can still have threads in their exit, holding the sockets and
+        # files until the last one is done (a JVM unmapping its heap takes a while)
+        return len(os.listdir(f"/proc/{proc.pid}/task")) > 1
+    except (psutil.NoSuchProcess, FileNotFoundError):
         return False
 
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from click.testing import CliRunner
 
@@ -17,7 +20,7 @@ from pipeline.stack import status
 from pipeline.stack.elasticsearch import ES8_DEFAULT, ES9_DEFAULT, ElasticsearchService
 from pipeline.stack.java import Jdk, find_jdks, inspect_jdk, pick_jdk, require_mvn
 from pipeline.stack.kafka import KafkaService
-from pipeline.stack.procs import port_taken, tail
+from pipeline.stack.procs import port_taken, tail, wait_gone
 from pipeline.stack.ui import Reporter
 
 
@@ -113,6 +116,37 @@ def test_configured_java_home_must_be_a_jdk(tmp_path: Path) -> None:
 
 def test_port_taken(listening: int) -> None:
     assert port_taken(listening)
+
+
+# the main thread ends (as a JVM's leader can before its other threads have finished
+# exiting): the process is a zombie, yet a thread still holds the port
+_LEADER_GONE_FIRST = """
+import ctypes, socket, sys, threading, time
+def hold():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0)); s.listen()
+        print(s.getsockname()[1], flush=True)
+        time.sleep(1.5)
+threading.Thread(target=hold).start()
+time.sleep(0.3)
+ctypes.CDLL(None).pthread_exit(None)
+"""
+
+
+def test_a_zombie_leader_is_not_gone_while_its_threads_hold_a_port() -> None:
+    child = subprocess.Popen([sys.executable, "-c", _LEADER_GONE_FIRST], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None
+        port = int(child.stdout.readline())
+        proc = psutil.Process(child.pid)
+        assert not wait_gone(proc, 0.5)
+        assert proc.status() == psutil.STATUS_ZOMBIE
+        assert port_taken(port)
+        assert wait_gone(proc, 10.0)
+        assert not port_taken(port)
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_start_refuses_a_taken_port_before_fetching(tmp_path: Path, listening: int) -> None:
