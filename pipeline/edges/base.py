@@ -16,7 +16,7 @@ from pipeline.netguard import ensure_private_dir
 from pipeline.parsers import parse_record
 from pipeline.spool import Drainer, Spool, producer_config, spool_dir
 
-__all__ = ["Backoff", "EdgeRuntime", "raw_codec", "record_key"]
+__all__ = ["EdgeRuntime", "raw_codec", "record_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,23 +44,6 @@ def record_key(fmt: str, payload: bytes, cluster: str,
         logger.exception("%s parser failed; record published without a key", fmt)
         return None
     return events[0].key if events else None
-
-
-class Backoff:
-    """Exponential backoff: ``initial``, doubling up to ``maximum``; ``reset`` on success."""
-
-    def __init__(self, initial: float = 1.0, maximum: float = 60.0) -> None:
-        self.initial = initial
-        self.maximum = maximum
-        self.failures = 0
-
-    def next(self) -> float:
-        delay = min(self.maximum, self.initial * (2 ** self.failures))
-        self.failures += 1
-        return delay
-
-    def reset(self) -> None:
-        self.failures = 0
 
 
 class EdgeRuntime:

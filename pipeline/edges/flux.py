@@ -38,8 +38,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from pipeline.backoff import Backoff
 from pipeline.config import Config
-from pipeline.edges.base import Backoff, EdgeRuntime
+from pipeline.edges.base import EdgeRuntime
 from pipeline.errors import ServiceError
 from pipeline.model import RawRecord, job_key
 

@@ -13,9 +13,9 @@
   runner commits nothing past it.
 
 :class:`BulkClient` retries whole requests that fail (connection refused, timeout, 429,
-5xx) and the items that ask for it, with exponential backoff and full jitter, bounded by
-``Backoff.max_s`` per wait but never giving up: while Elasticsearch is down the sink blocks
-and says so once per wait. The wait goes through an injected ``sleep`` so the runner can
+5xx) and the items that ask for it, with exponential backoff and full jitter, at most
+:data:`RETRY_MAX_S` per wait but never giving up: while Elasticsearch is down the sink
+blocks and says so once per wait. The wait goes through an injected ``sleep`` so the runner can
 keep its Kafka consumer alive (and stop) meanwhile.
 """
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from typing import Any, TypeVar
 
 from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
 
+from pipeline.backoff import Backoff
 from pipeline.config import ElasticsearchConfig
 from pipeline.errors import SinkError
 from pipeline.metrics import SINK_BULK_ITEMS, SINK_BULK_SECONDS, SINK_RETRIES
@@ -39,7 +39,7 @@ from pipeline.sink.converter import Action, Op
 
 __all__ = [
     "MALFORMED_ERRORS",
-    "Backoff",
+    "RETRY_MAX_S",
     "BulkClient",
     "ItemResult",
     "Outcome",
@@ -62,6 +62,11 @@ MALFORMED_ERRORS: frozenset[str] = frozenset({
 })
 
 _CONFLICT = "version_conflict_engine_exception"
+
+#: the longest wait between two attempts: Elasticsearch back from a restart is written to
+#: within this (with up to 30 s, a sink waited 25 s after it was back); one bulk request
+#: every few seconds is no load for a cluster that is recovering
+RETRY_MAX_S = 5.0
 
 
 class Outcome(StrEnum):
@@ -110,18 +115,6 @@ def classify(op: str, item: Mapping[str, Any]) -> tuple[Outcome, str, str]:
     return Outcome.FAIL, etype or f"http_{status}", text
 
 
-@dataclass(frozen=True)
-class Backoff:
-    """Exponential backoff with full jitter: wait ``uniform(0, min(max_s, initial_s * 2**n))``
-    before retry ``n`` (1, 2, ...)."""
-
-    initial_s: float = 0.25
-    max_s: float = 30.0
-
-    def delay(self, attempt: int, rng: random.Random) -> float:
-        return rng.uniform(0.0, min(self.max_s, self.initial_s * 2.0 ** min(attempt, 62)))
-
-
 def make_client(cfg: ElasticsearchConfig, *, request_timeout: float = 60.0) -> Elasticsearch:
     """An Elasticsearch client for the sink: no transport-level retries (the sink retries,
     with backoff and logs), one timeout for every request."""
@@ -141,20 +134,18 @@ class BulkClient:
     """Writes actions with ``_bulk`` and returns every item's :class:`ItemResult`.
 
     :param es: the Elasticsearch client
-    :param backoff: waits between retries
+    :param backoff: waits between retries (full jitter)
     :param max_bytes: upper bound of one request body (more actions -> several requests)
     :param sleep: how to wait (the runner's keeps the consumer alive; may raise to stop)
     """
 
     def __init__(self, es: Elasticsearch, *, backoff: Backoff | None = None,
                  max_bytes: int = 8 * 1024 * 1024,
-                 sleep: Callable[[float], None] = time.sleep,
-                 rng: random.Random | None = None) -> None:
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self._es = es
-        self._backoff = backoff or Backoff()
+        self._backoff = backoff or Backoff(0.5, RETRY_MAX_S, jitter=True)
         self._max_bytes = max_bytes
         self._sleep = sleep
-        self._rng = rng or random.Random()  # noqa: S311 -- jitter, not secrets
         #: retries made so far (whole requests and items), for the runner's summary
         self.retries = 0
         #: (index family, outcome) -> its counter, looked up once (a bulk has thousands)
@@ -165,7 +156,7 @@ class BulkClient:
         lines = [_encode(a) for a in actions]
         results: dict[int, ItemResult] = {}
         todo = list(range(len(actions)))
-        attempt = 0
+        self._backoff.reset()
         while todo:
             again: list[int] = []
             cause = ""
@@ -190,8 +181,7 @@ class BulkClient:
                                                 etype, text)
             todo = again
             if todo:
-                attempt += 1
-                self._wait(attempt, f"bulk of {len(todo)} item(s)", cause)
+                self._wait(f"bulk of {len(todo)} item(s)", cause)
         return [results[i] for i in range(len(actions))]
 
     def existing_ids(self, index: str, ids: Iterable[str]) -> set[str]:
@@ -213,13 +203,12 @@ class BulkClient:
 
     def call(self, fn: Callable[[], T], what: str) -> T:
         """Run one request, retrying while Elasticsearch is unreachable or overloaded."""
-        attempt = 0
+        self._backoff.reset()
         while True:
             try:
                 return _retryable(fn)
             except _Retryable as exc:
-                attempt += 1
-                self._wait(attempt, what, str(exc))
+                self._wait(what, str(exc))
 
     def _count(self, action: Action, outcome: Outcome) -> None:
         key = (action.family.value, outcome)
@@ -235,12 +224,12 @@ class BulkClient:
                 filter_path=["items.*.status", "items.*.error"]))
         return list(resp.get("items", []))
 
-    def _wait(self, attempt: int, what: str, cause: str) -> None:
-        delay = self._backoff.delay(attempt, self._rng)
+    def _wait(self, what: str, cause: str) -> None:
+        delay = self._backoff.next()
         self.retries += 1
         SINK_RETRIES.inc()
         logger.warning("elasticsearch retry=%d wait=%.2fs what=%r cause=%r",
-                       attempt, delay, what, cause[:300])
+                       self._backoff.failures, delay, what, cause[:300])
         self._sleep(delay)
 
     def _chunks(self, todo: list[int], lines: list[bytes]) -> Iterator[list[int]]:

@@ -44,7 +44,8 @@ from typing import IO, Any
 
 import ijson
 
-from pipeline.edges.base import Backoff, EdgeRuntime, record_key
+from pipeline.backoff import Backoff
+from pipeline.edges.base import EdgeRuntime, record_key
 from pipeline.errors import JobstreamError
 from pipeline.model import RawRecord
 

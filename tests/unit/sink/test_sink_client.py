@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pipeline.sink.client import Backoff, Outcome, classify
+from pipeline.sink.client import Outcome, classify
 
 RECORDED = Path(__file__).parents[2] / "data" / "sink" / "bulk_responses.json"
 CASES: dict[str, Any] = json.loads(RECORDED.read_text())["cases"]
@@ -56,16 +55,3 @@ def test_done_outcomes() -> None:
     assert {o for o in Outcome if o.done} == {Outcome.OK, Outcome.DUPLICATE}
 
 
-class TestBackoff:
-    def test_full_jitter_within_the_exponential_bound(self) -> None:
-        b = Backoff(initial_s=0.5, max_s=8.0)
-        rng = random.Random(1)
-        for attempt in range(1, 12):
-            bound = min(8.0, 0.5 * 2 ** attempt)
-            delays = [b.delay(attempt, rng) for _ in range(200)]
-            assert all(0.0 <= d <= bound for d in delays)
-            # jitter spreads the waits over the whole range, not near the bound only
-            assert min(delays) < bound / 4 and max(delays) > bound * 3 / 4
-
-    def test_huge_attempt_numbers_stay_bounded(self) -> None:
-        assert Backoff(max_s=30.0).delay(10_000, random.Random(0)) <= 30.0
