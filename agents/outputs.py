@@ -22,8 +22,8 @@ from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from pipeline.backoff import Backoff
 from pipeline.config import Config
-from pipeline.edges.base import Backoff
 from pipeline.spool import POISON_ERRORS, producer_config
 
 __all__ = ["Outputs"]
@@ -42,10 +42,9 @@ class Outputs:
     def __init__(self, cfg: Config, client_id: str, *, producer: Any = None) -> None:
         self._cfg, self._client_id, self._made = cfg, client_id, producer
         self._failed: list[tuple[_Record, KafkaError]] = []
-        # delivery reports: one bound method for every plain record, and one for each
-        # on_delivery callback, made once (not a closure per record on the hot path)
-        self._report = self._reporter(None)
-        self._reports: dict[Callable[[Any], None], Callable[..., None]] = {}
+        # delivery reports, one per on_delivery callback (None: plain records), made once
+        # (not a closure per record on the hot path)
+        self._reports: dict[Callable[[Any], None] | None, Callable[..., None]] = {}
 
     @property
     def _producer(self) -> Any:
@@ -60,12 +59,9 @@ class Outputs:
         """Queue one record (confirmed by the next :meth:`flush`): to ``partition``, or
         the key's; ``on_delivery(message)`` once Kafka confirmed it (in the thread that
         serves delivery reports)."""
-        if on_delivery is None:
-            report = self._report
-        else:
-            report = self._reports.get(on_delivery)
-            if report is None:
-                report = self._reports[on_delivery] = self._reporter(on_delivery)
+        report = self._reports.get(on_delivery)
+        if report is None:
+            report = self._reports[on_delivery] = self._reporter(on_delivery)
         while True:
             try:
                 self._producer.produce(topic, value, key,
@@ -95,7 +91,7 @@ class Outputs:
 
     async def flush(self) -> None:
         """Wait until Kafka confirmed every record sent so far, resending failed ones."""
-        backoff = Backoff(initial=0.1, maximum=5.0)
+        backoff = Backoff(0.1, 5.0)
         while True:
             while await asyncio.to_thread(self._producer.flush, FLUSH_WAIT_S):
                 logger.warning("outputs: Kafka has not confirmed %d records for %.0f s; "
