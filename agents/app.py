@@ -28,7 +28,7 @@ from pipeline.enrich import Enricher
 from pipeline.errors import ConfigError
 from pipeline.kafka_auth import faust_credentials
 from pipeline.logrepeat import RepeatFilter
-from pipeline.topics import Replication, replication_from
+from pipeline.topics import Replication, canonical_topic, replication_from
 from pipeline.wire import Wire
 
 __all__ = ["Runner", "Worker", "create_app", "internal_topics"]
@@ -127,7 +127,7 @@ def create_app(cfg: Config, *, name: str | None = None,
     raw_topic = app.topic(cfg.topics.raw, key_serializer="raw", value_serializer="raw")
     # min.insync.replicas, when configured, on every internal topic Faust may create
     topic_config = replication.topic_config()
-    canonical = app.topic(f"{cfg.worker.app_id}-canonical", key_serializer="raw",
+    canonical = app.topic(canonical_topic(cfg.worker.app_id), key_serializer="raw",
                           value_serializer="raw", partitions=cfg.kafka.partitions,
                           internal=True, config=topic_config)
 

@@ -47,6 +47,7 @@ from pipeline.model import RawRecord
 from pipeline.offsets import Positions
 from pipeline.readback import client, job_counts, job_documents, jobs_alias, refresh
 from pipeline.spool import producer_config
+from pipeline.topics import canonical_topic, ensure_topics
 from pipeline.verify import compare
 from pipeline.workload import GeneratedRecord, Workload, WorkloadSpec
 
@@ -178,7 +179,7 @@ class Monitor:
         self._positions = Positions(AdminClient(cfg.librdkafka()))
         app = cfg.worker.app_id
         t = cfg.topics
-        self._groups = {"worker": (app, [t.raw, f"{app}-canonical"]),
+        self._groups = {"worker": (app, [t.raw, canonical_topic(app)]),
                         "sink": (f"{app}-sink", [t.state, t.events, t.snapshots])}
         self._dlq_start = sum(self._positions.ends([t.dlq]).values())
         self._samples: deque[tuple[float, int]] = deque(maxlen=6)
@@ -274,7 +275,6 @@ def wait_ready(cfg: Config, children: Sequence[Child], groups: Sequence[str],
 def run_demo(cfg: Config, opts: DemoOptions, console: Console) -> int:
     """The whole demo; returns the exit code (0: the index matches the truth)."""
     from pipeline.stack import ensure_up, status, stop
-    from pipeline.topics import ensure_topics
 
     started_at = time.monotonic()
     with ExitStack() as cleanup:

@@ -59,6 +59,7 @@ from pipeline.readback import client, job_counts, jobs_alias, jobs_pattern, refr
 from pipeline.sink.names import Family, check_generation, index_pattern
 from pipeline.sink.runner import FOLLOW_INTERVAL_S
 from pipeline.sink.templates import live_generation, swap_aliases
+from pipeline.topics import canonical_topic, ensure_topics
 
 __all__ = ["ReplayPlan", "advanced", "reached", "replay", "replay_config", "run_replay"]
 
@@ -158,7 +159,6 @@ class _Stage:
 
 def run_replay(cfg: Config, generation: str, *, since_ms: int | None, swap: bool,
                console: Console, logs: Path | None = None) -> int:
-    from pipeline.topics import ensure_topics
 
     prefix = cfg.elasticsearch.index_prefix
     es = client(cfg)
@@ -240,7 +240,7 @@ def _follow(p: ReplayPlan, positions: Positions, children: list[Child],
                 break
             time.sleep(POLL_S)
         progress.update(task, completed=p.total)
-        stage = _Stage(group, [f"{group}-canonical"], positions)
+        stage = _Stage(group, [canonical_topic(group)], positions)
         while not stage.done(positions):
             for child in children:
                 child.check()

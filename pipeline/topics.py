@@ -30,7 +30,8 @@ from confluent_kafka.admin import (
 from pipeline.config import Config
 from pipeline.errors import ConfigError, ServiceError
 
-__all__ = ["RAW_MAX_MESSAGE_BYTES", "Replication", "ensure_topics", "replication_from",
+__all__ = ["RAW_MAX_MESSAGE_BYTES", "Replication", "canonical_topic", "ensure_topics",
+           "replication_from",
            "resolve_replication", "topic_specs", "topic_warnings"]
 
 logger = logging.getLogger(__name__)
@@ -134,6 +135,11 @@ def topic_warnings(rep: Replication, replicas: Mapping[str, int],
                     f"topics --entity-name {topic} --add-config "
                     f"min.insync.replicas={rep.min_insync}")
     return out
+
+
+def canonical_topic(app_id: str) -> str:
+    """The worker's own topic of re-keyed raw records (those that came without a job key)."""
+    return f"{app_id}-canonical"
 
 
 def topic_specs(cfg: Config) -> dict[str, dict[str, str]]:

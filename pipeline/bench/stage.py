@@ -25,6 +25,7 @@ from pipeline.codec import raw_to_avro
 from pipeline.config import Config
 from pipeline.enrich import Enricher
 from pipeline.fold import doc_id
+from pipeline.topics import canonical_topic
 from pipeline.wire import Wire
 
 __all__ = ["StageCost", "stage_cost"]
@@ -85,7 +86,7 @@ def stage_cost(cfg: Config, feed: Feed) -> StageCost:
 
     wire = Wire(cfg)
     partitions = cfg.kafka.partitions
-    raw_topic, canonical = cfg.topics.raw, f"{cfg.worker.app_id}-canonical"
+    raw_topic, canonical = cfg.topics.raw, canonical_topic(cfg.worker.app_id)
     records = []
     for offset, rec in enumerate(feed.records):
         key = rec.key.encode()

@@ -37,7 +37,7 @@ from pipeline.children import config_env, log_tail
 from pipeline.config import Config
 from pipeline.errors import ServiceError
 from pipeline.offsets import Positions
-from pipeline.topics import ensure_topics
+from pipeline.topics import canonical_topic, ensure_topics
 from pipeline.workload import GeneratedRecord, Workload
 
 __all__ = ["SlurmEdgeResult", "TrackedResult", "pending_jobs", "run_slurm_edge", "run_tracked"]
@@ -234,7 +234,7 @@ def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float
     ensure_topics(cfg)
     positions = Positions(AdminClient(cfg.librdkafka()))
     raw = [cfg.topics.raw]
-    canonical = [f"{cfg.worker.app_id}-canonical"]
+    canonical = [canonical_topic(cfg.worker.app_id)]
     edge_rss = RssSampler(0.1)
     started = time.monotonic()
     with flow(cfg, logs, sink=False) as f:

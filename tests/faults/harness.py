@@ -49,7 +49,7 @@ from pipeline.offsets import TP, Positions, group_lag
 from pipeline.readback import client, job_documents, jobs_alias, not_yet
 from pipeline.sink.names import Family, alias_name
 from pipeline.stack import broker_address, kafka_nodes, service, start_service, stop_service
-from pipeline.topics import ensure_topics
+from pipeline.topics import canonical_topic, ensure_topics
 from pipeline.verify import compare
 from pipeline.workload import GeneratedRecord, Workload, WorkloadSpec
 
@@ -541,7 +541,7 @@ class Flow:
         """Per stage (worker, sink): its name, group, input partitions, their end offsets
         and the group's commits."""
         app, t = self.cfg.worker.app_id, self.cfg.topics
-        for name, group, topics in (("worker", app, [t.raw, f"{app}-canonical"]),
+        for name, group, topics in (("worker", app, [t.raw, canonical_topic(app)]),
                                     ("sink", f"{app}-sink", [t.state, t.events])):
             tps = self._positions.partitions(topics)
             yield (name, group, tps, self._positions.ends(topics),

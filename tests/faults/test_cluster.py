@@ -34,6 +34,7 @@ from pipeline.bench.feed import build_feed, expected_documents
 from pipeline.bench.flow import check_documents
 from pipeline.readback import client, job_documents, jobs_alias
 from pipeline.stack import kafka_nodes, start_broker, stop_broker
+from pipeline.topics import canonical_topic
 
 #: the coordinator's broker stays down this long: its group's session runs out meanwhile
 LONG_DOWN_S = 2.5 * WORKER_SESSION_TIMEOUT_S
@@ -94,7 +95,7 @@ def changelog(flow: Flow) -> str:
 def flow_topics(flow: Flow) -> list[str]:
     """Every topic of the flow: jobstream's own and the worker's internal ones."""
     t, app = flow.cfg.topics, flow.cfg.worker.app_id
-    return [t.raw, t.events, t.state, t.snapshots, t.dlq, f"{app}-canonical", changelog(flow)]
+    return [t.raw, t.events, t.state, t.snapshots, t.dlq, canonical_topic(app), changelog(flow)]
 
 
 @dataclass(frozen=True)

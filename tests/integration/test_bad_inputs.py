@@ -28,7 +28,7 @@ from pipeline.model import RawRecord
 from pipeline.normalize import normalize
 from pipeline.offsets import Positions, group_lag
 from pipeline.parsers import FORMATS
-from pipeline.topics import ensure_topics
+from pipeline.topics import canonical_topic, ensure_topics
 
 CORPUS = Path(__file__).parents[1] / "data" / "bad"
 RECEIVED = 1_780_000_000.0
@@ -158,7 +158,7 @@ def read_all(cfg: Config, topic: str) -> list[Message]:
 
 def caught_up(cfg: Config, positions: Positions, published: int) -> bool:
     app = cfg.worker.app_id
-    topics = [cfg.topics.raw, f"{app}-canonical"]
+    topics = [cfg.topics.raw, canonical_topic(app)]
     tps = positions.partitions(topics)
     ends = positions.ends(topics)
     raw_end = sum(v for (t, _), v in ends.items() if t == cfg.topics.raw)

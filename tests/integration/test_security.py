@@ -44,6 +44,7 @@ from pipeline.sink.client import make_client
 from pipeline.stack import ensure_up, service
 from pipeline.stack.java import find_jdks
 from pipeline.stack.ui import Reporter
+from pipeline.topics import canonical_topic
 from pipeline.verify import compare
 from pipeline.workload import Workload, WorkloadSpec
 
@@ -185,7 +186,7 @@ def test_elasticsearch_refuses_a_wrong_password_and_an_unknown_ca(secured: Secur
 
 def caught_up(cfg: Config, positions: Positions, records: int) -> bool:
     app, t = cfg.worker.app_id, cfg.topics
-    for group, topics in ((app, [t.raw, f"{app}-canonical"]), (f"{app}-sink",
+    for group, topics in ((app, [t.raw, canonical_topic(app)]), (f"{app}-sink",
                                                                [t.state, t.events])):
         tps = positions.partitions(topics)
         if len({name for name, _ in tps}) != len(topics):

@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from pipeline.children import Child, log_tail
 from pipeline.config import Config
+from pipeline.topics import canonical_topic
 
 
 def test_the_canonical_topic_exists_before_faust_starts(stack_cfg: Config,
@@ -31,7 +32,7 @@ def test_the_canonical_topic_exists_before_faust_starts(stack_cfg: Config,
         assert worker.proc is not None
         code = worker.proc.wait(120)
     assert code != 0, "the worker started although its port was taken"
-    canonical = f"{cfg.worker.app_id}-canonical"
+    canonical = canonical_topic(cfg.worker.app_id)
     meta = AdminClient(cfg.librdkafka()).list_topics(timeout=10).topics
     assert canonical in meta, log_tail(worker.log, 30)
     assert len(meta[canonical].partitions) == cfg.kafka.partitions

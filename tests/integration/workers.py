@@ -42,7 +42,7 @@ from pipeline.fold import doc_id, fold
 from pipeline.model import JobEvent, RawRecord
 from pipeline.normalize import normalize
 from pipeline.offsets import Positions
-from pipeline.topics import ensure_topics
+from pipeline.topics import canonical_topic, ensure_topics
 from pipeline.wire import Wire, fit_event
 
 #: Guard against a hang only: every wait normally ends on its condition long before.
@@ -50,11 +50,6 @@ GUARD_S = 240.0
 
 
 # -- configuration --------------------------------------------------------------------
-
-
-def canonical_topic(cfg: Config) -> str:
-    """The worker's internal topic of canonical events (agents/app.py)."""
-    return f"{cfg.worker.app_id}-canonical"
 
 
 # -- worker processes -----------------------------------------------------------------
@@ -231,7 +226,7 @@ def lag(cfg: Config) -> dict[str, dict[int, tuple[int, int]]]:
     the group has not committed everything yet (empty when caught up)."""
     group = cfg.worker.app_id
     out: dict[str, dict[int, tuple[int, int]]] = {}
-    for topic in (cfg.topics.raw, canonical_topic(cfg)):
+    for topic in (cfg.topics.raw, canonical_topic(cfg.worker.app_id)):
         ends = end_offsets(cfg, topic)  # Positions asks again while a partition has no leader
         if not ends:
             out[topic] = {}

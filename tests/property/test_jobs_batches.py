@@ -31,12 +31,13 @@ from pipeline.enrich import Enricher
 from pipeline.fold import JobFold, doc_id, fold
 from pipeline.model import RawRecord
 from pipeline.normalize import normalize
+from pipeline.topics import canonical_topic
 from pipeline.wire import Wire, fit_event
 from pipeline.workload import Workload, WorkloadSpec
 
 CFG = Config()
 PARTITIONS = CFG.kafka.partitions
-RAW, CANONICAL = CFG.topics.raw, f"{CFG.worker.app_id}-canonical"
+RAW, CANONICAL = CFG.topics.raw, canonical_topic(CFG.worker.app_id)
 WIRE = Wire(CFG)
 STATE_CODEC = AvroCodec("JobState")
 
