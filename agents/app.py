@@ -76,7 +76,7 @@ def create_app(cfg: Config, *, name: str | None = None,
     creates its internal topics with a number of replicas, not the broker's default, so
     without a configured ``kafka.replication_factor`` the cluster's must be read first.
     """
-    from agents import faust_gaps, jobs, watchdog  # they register themselves
+    from agents import faust_gaps, fetch, jobs, watchdog  # they register themselves
     from agents.web import JobQuery, WebAccess, faust_web_settings
 
     if replication is None:
@@ -124,6 +124,7 @@ def create_app(cfg: Config, *, name: str | None = None,
         # heartbeats well inside the session timeout (faust's default is 3 s)
         broker_heartbeat_interval=min(3.0, cfg.worker.session_timeout_s / 4),
     )
+    fetch.apply(app, cfg.worker.fetch_min_bytes, cfg.worker.fetch_max_wait_ms)
     raw_topic = app.topic(cfg.topics.raw, key_serializer="raw", value_serializer="raw")
     # min.insync.replicas, when configured, on every internal topic Faust may create
     topic_config = replication.topic_config()

@@ -138,6 +138,10 @@ class WorkerConfig:
     #: jobspec / R / record (marked ``<name>_truncated`` in its context). Below the
     #: broker's default max.message.bytes (1 MiB), which the event topics keep.
     max_event_bytes: int = 900_000
+    #: the worker's fetches from Kafka wait for this many bytes ... (agents.fetch)
+    fetch_min_bytes: int = 65536
+    #: ... or this long, whichever comes first: the latency it adds, at most
+    fetch_max_wait_ms: int = 100
 
 
 @dataclass(frozen=True)
