@@ -5,8 +5,8 @@ either.
 With a minimum of one byte the broker answers a fetch as soon as one record is there, so
 at live rates (hundreds of records a second) the consumer thread makes a fetch round trip
 for every few records: its requests, their answers and the hand-over of each to the event
-loop took about a quarter of the worker's CPU at 500 events/s, and the broker's CPU with
-it. Asking for ``worker.fetch_min_bytes`` within ``worker.fetch_max_wait_ms`` lets the
+loop cost the worker more than the records did, and the broker with it (BENCHMARKS.md).
+Asking for ``worker.fetch_min_bytes`` within ``worker.fetch_max_wait_ms`` lets the
 records of that interval come in one answer; a backlog still comes as fast as the broker
 sends it. The values are set on the consumer after Faust made it and before it starts,
 which is when aiokafka builds its fetcher from them.

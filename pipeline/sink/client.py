@@ -63,9 +63,9 @@ MALFORMED_ERRORS: frozenset[str] = frozenset({
 
 _CONFLICT = "version_conflict_engine_exception"
 
-#: the longest wait between two attempts: Elasticsearch back from a restart is written to
-#: within this (with up to 30 s, a sink waited 25 s after it was back); one bulk request
-#: every few seconds is no load for a cluster that is recovering
+#: the longest wait between two attempts, so also how long the sink may take to write
+#: again once Elasticsearch is back; one bulk request every few seconds is no load for a
+#: cluster that is recovering
 RETRY_MAX_S = 5.0
 
 
