@@ -164,10 +164,9 @@ class EnrichConfig:
 
 @dataclass(frozen=True)
 class SinkConfig:
-    #: a batch is written this long after its first record at the latest. With the
-    #: indices' 1 s refresh this is most of the latency floor: 1.0 gave p99 5.2 s at
-    #: 500 events/s, 0.25 gave 1.7 s, for 3.1 job-document writes per job instead of 2.4
-    #: (BENCHMARKS.md)
+    #: a batch is written this long after its first record at the latest. With the job
+    #: index's 0.5 s refresh this is much of the latency floor; a shorter one writes a job
+    #: more often, as fewer of its states fall in one batch (BENCHMARKS.md)
     flush_interval_s: float = 0.25
     max_batch: int = 5000
 

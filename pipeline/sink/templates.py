@@ -120,7 +120,7 @@ def ensure_indices(es: Elasticsearch, prefix: str, generation: str, *,
     for family in Family:
         es.indices.put_index_template(name=template_name(prefix, family, generation),
                                       **index_template(prefix, family, generation, live=live))
-        _update_mappings(es, prefix, family, generation)
+        _update_existing(es, prefix, family, generation)
         months: Iterable[str] = [_this_month(now_ms)]
         if family is Family.JOBS:
             months = [*months, UNDATED]
@@ -179,18 +179,22 @@ def _create_index(es: Elasticsearch, name: str) -> None:
             raise
 
 
-def _update_mappings(es: Elasticsearch, prefix: str, family: Family, generation: str) -> None:
-    """New fields of the mapping reach the existing indices too (a changed type cannot: that
-    needs a new generation)."""
-    mappings = family_body(family)["mappings"]
+def _update_existing(es: Elasticsearch, prefix: str, family: Family, generation: str) -> None:
+    """New fields of the mapping and the refresh interval reach the existing indices too (a
+    changed type cannot: that needs a new generation)."""
+    body = family_body(family)
+    pattern = index_pattern(prefix, family, generation)
     try:
-        es.indices.put_mapping(index=index_pattern(prefix, family, generation),
-                               allow_no_indices=True, **mappings)
+        es.indices.put_mapping(index=pattern, allow_no_indices=True, **body["mappings"])
     except BadRequestError as exc:
         raise SinkError(
-            f"the mapping of {index_pattern(prefix, family, generation)} cannot take the "
-            f"current {family.value} mapping ({_error_type(exc)}: {exc}); reprocess into a "
-            f"new generation (jobstream replay)") from exc
+            f"the mapping of {pattern} cannot take the current {family.value} mapping "
+            f"({_error_type(exc)}: {exc}); reprocess into a new generation "
+            f"(jobstream replay)") from exc
+    refresh = body["settings"]["index"].get("refresh_interval")
+    if refresh:
+        es.indices.put_settings(index=pattern, allow_no_indices=True,
+                                settings={"index": {"refresh_interval": refresh}})
 
 
 def _error_type(exc: ApiError) -> str:

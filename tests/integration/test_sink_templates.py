@@ -65,6 +65,9 @@ def test_new_fields_reach_existing_indices(stack_cfg: Config, es: Elasticsearch)
     ensure_indices(es, p, "v1", now_ms=NOV_2026)
     props = es.indices.get_mapping(index=old)[old]["mappings"]["properties"]
     assert props["t_submit"]["type"] == "date" and props["revision"]["type"] == "long"
+    # and its refresh interval (job documents searchable sooner)
+    got = es.indices.get_settings(index=old, name="index.refresh_interval")
+    assert got[old]["settings"]["index"]["refresh_interval"] == "500ms"
 
 
 def test_a_changed_field_type_asks_for_a_new_generation(stack_cfg: Config,
