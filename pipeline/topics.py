@@ -31,8 +31,7 @@ from pipeline.config import Config
 from pipeline.errors import ConfigError, ServiceError
 
 __all__ = ["RAW_MAX_MESSAGE_BYTES", "Replication", "canonical_topic", "ensure_topics",
-           "replication_from",
-           "resolve_replication", "topic_specs", "topic_warnings"]
+           "replication_from", "resolve_replication", "topic_specs", "topic_warnings"]
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +137,8 @@ def topic_warnings(rep: Replication, replicas: Mapping[str, int],
 
 
 def canonical_topic(app_id: str) -> str:
-    """The worker's own topic of re-keyed raw records (those that came without a job key)."""
+    """The worker's own topic: the events of raw records read outside their job's partition,
+    re-keyed by job, and the worker's control words (``agents.jobs``)."""
     return f"{app_id}-canonical"
 
 
