@@ -62,13 +62,31 @@ def owned_process(pidfile: Path, marker: str) -> psutil.Process | None:
         return None
     try:
         proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
+        if not _alive(proc):
             return None
-        if not any(marker in arg for arg in proc.cmdline()):
+        if not any(marker in arg for arg in _cmdline(proc)):
             return None
         return proc
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
+    except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
         return None
+
+
+def _threads_left(proc: psutil.Process) -> list[str]:
+    """The threads of a zombie leader still in their exit. A leader is a zombie as soon as
+    it exits, while the other threads can hold the process's sockets and files until the
+    last one is done (a JVM unmapping its heap takes a while)."""
+    return [t for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid]
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    """The command line; of a zombie leader, read through a thread still exiting."""
+    if proc.status() != psutil.STATUS_ZOMBIE:
+        return proc.cmdline()
+    for tid in _threads_left(proc):
+        data = Path(f"/proc/{proc.pid}/task/{tid}/cmdline").read_bytes()
+        if data:
+            return data.rstrip(b"\0").decode(errors="replace").split("\0")
+    return []
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -76,11 +94,7 @@ def _alive(proc: psutil.Process) -> bool:
     try:
         if not proc.is_running():
             return False
-        if proc.status() != psutil.STATUS_ZOMBIE:
-            return True
-        # a zombie leader can still have threads in their exit, holding the sockets and
-        # files until the last one is done (a JVM unmapping its heap takes a while)
-        return len(os.listdir(f"/proc/{proc.pid}/task")) > 1
+        return proc.status() != psutil.STATUS_ZOMBIE or bool(_threads_left(proc))
     except (psutil.NoSuchProcess, FileNotFoundError):
         return False
 

@@ -20,7 +20,7 @@ from pipeline.stack import status
 from pipeline.stack.elasticsearch import ES8_DEFAULT, ES9_DEFAULT, ElasticsearchService
 from pipeline.stack.java import Jdk, find_jdks, inspect_jdk, pick_jdk, require_mvn
 from pipeline.stack.kafka import KafkaService
-from pipeline.stack.procs import port_taken, tail, wait_gone
+from pipeline.stack.procs import owned_process, port_taken, tail, wait_gone
 from pipeline.stack.ui import Reporter
 
 
@@ -133,8 +133,11 @@ ctypes.CDLL(None).pthread_exit(None)
 """
 
 
-def test_a_zombie_leader_is_not_gone_while_its_threads_hold_a_port() -> None:
-    child = subprocess.Popen([sys.executable, "-c", _LEADER_GONE_FIRST], stdout=subprocess.PIPE)
+def test_a_zombie_leader_is_not_gone_while_its_threads_hold_a_port(tmp_path: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", _LEADER_GONE_FIRST, "_LEADER_GONE_FIRST"],
+                             stdout=subprocess.PIPE)
+    pidfile = tmp_path / "child.pid"
+    pidfile.write_text(f"{child.pid}\n")
     try:
         assert child.stdout is not None
         port = int(child.stdout.readline())
@@ -142,11 +145,14 @@ def test_a_zombie_leader_is_not_gone_while_its_threads_hold_a_port() -> None:
         assert not wait_gone(proc, 0.5)
         assert proc.status() == psutil.STATUS_ZOMBIE
         assert port_taken(port)
+        # still ours by its pid file: a stop that finds it waits for it
+        assert owned_process(pidfile, "_LEADER_GONE_FIRST") == proc
         assert wait_gone(proc, 10.0)
         assert not port_taken(port)
+        assert owned_process(pidfile, "_LEADER_GONE_FIRST") is None
     finally:
         child.kill()
-        child.wait()
+        child.communicate()  # waits, and closes the pipe
 
 
 def test_start_refuses_a_taken_port_before_fetching(tmp_path: Path, listening: int) -> None:
