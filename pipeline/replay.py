@@ -159,7 +159,6 @@ class _Stage:
 
 def run_replay(cfg: Config, generation: str, *, since_ms: int | None, swap: bool,
                console: Console, logs: Path | None = None) -> int:
-
     prefix = cfg.elasticsearch.index_prefix
     es = client(cfg)
     live = live_generation(es, prefix)

@@ -15,8 +15,8 @@
 :class:`BulkClient` retries whole requests that fail (connection refused, timeout, 429,
 5xx) and the items that ask for it, with exponential backoff and full jitter, at most
 :data:`RETRY_MAX_S` per wait but never giving up: while Elasticsearch is down the sink
-blocks and says so once per wait. The wait goes through an injected ``sleep`` so the runner can
-keep its Kafka consumer alive (and stop) meanwhile.
+blocks and says so once per wait. The wait goes through an injected ``sleep`` so the
+runner can keep its Kafka consumer alive (and stop) meanwhile.
 """
 
 from __future__ import annotations
