@@ -14,6 +14,8 @@ resolved to the current one. Input that cannot be decoded raises :class:`ParseEr
 cannot be reached raises :class:`ServiceError`, which is not the record's fault.
 
 Schemas are parsed once per codec; ``encode``/``decode`` do no schema work on the hot path.
+Encoding uses a writer compiled from the schema (:mod:`pipeline.avro_writer`), fastavro's
+where the schema has what that writer does not cover.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.read import SchemaResolutionError
 from fastavro.schema import parse_schema
 
+from pipeline.avro_writer import Unsupported, Writer, compile_writer
 from pipeline.config import Config
 from pipeline.errors import ParseError, ServiceError
 from pipeline.model import JobEvent, RawRecord
@@ -94,6 +97,11 @@ class AvroCodec:
         self._schema_id: int | None = None
         self._by_id: dict[int, _Writer] = {}
         self._header = SINGLE_OBJECT_MAGIC + self._fingerprint
+        self._write: Writer | None
+        try:
+            self._write = compile_writer(self._schema)
+        except Unsupported:
+            self._write = None
 
     @property
     def wire_format(self) -> str:
@@ -112,13 +120,18 @@ class AvroCodec:
             extra = ", ".join(sorted(set(obj) - self._fields))
             raise ParseError("invalid-record", f"{self.name} has no field(s) {extra}; "
                                                f"add them to schemas/{self.name}.avsc")
-        buf = io.BytesIO()
-        buf.write(header)
+        out = bytearray(header)
         try:
-            schemaless_writer(buf, self._schema, obj)
-        except (ValueError, TypeError, OverflowError, AttributeError, KeyError) as exc:
+            if self._write is not None:
+                self._write(obj, out)
+            else:
+                buf = io.BytesIO()
+                schemaless_writer(buf, self._schema, obj)
+                out += buf.getbuffer()
+        except (ValueError, TypeError, OverflowError, AttributeError, KeyError,
+                struct.error) as exc:
             raise ParseError("invalid-record", f"{self.name}: {exc}") from exc
-        return buf.getvalue()
+        return bytes(out)
 
     def _confluent_header(self) -> bytes:
         if self._schema_id is None:
