@@ -10,7 +10,8 @@ offsets, so the rule that keeps a crash from losing an output is: :meth:`Outputs
 
 The producer is :func:`pipeline.spool.producer_config`'s: idempotent, ``acks=all``, and
 ``murmur2_random``, the partitioner of Faust's table and of the edges, so a re-keyed
-event lands in its job's partition of the canonical topic.
+event lands in its job's partition of the canonical topic; it lingers longer than the
+edges' (:data:`PRODUCER_DEFAULTS`).
 """
 
 from __future__ import annotations
@@ -26,12 +27,20 @@ from pipeline.backoff import Backoff
 from pipeline.config import Config
 from pipeline.spool import POISON_ERRORS, producer_config
 
-__all__ = ["Outputs"]
+__all__ = ["PRODUCER_DEFAULTS", "Outputs"]
 
 logger = logging.getLogger(__name__)
 
 #: how long one flush waits in librdkafka before it says it is still waiting
 FLUSH_WAIT_S = 10.0
+
+#: The worker's producer defaults (a site's properties file overrides them). A batch's
+#: records leave when the batch is flushed (librdkafka's flush sends at once, whatever
+#: the linger), so lingering only keeps librdkafka from sending a batch piece by piece
+#: every few milliseconds while it is being folded, a produce request each time for
+#: the worker and the broker; what is sent outside a batch (queue snapshots, expiry
+#: words) waits at most this long.
+PRODUCER_DEFAULTS = {"linger.ms": 1000}
 
 
 class Outputs:
@@ -50,7 +59,8 @@ class Outputs:
     def _producer(self) -> Any:
         """Made at the first record: the app is built (and tested) where no broker is."""
         if self._made is None:
-            self._made = Producer(producer_config(self._cfg, self._client_id))
+            self._made = Producer(producer_config(self._cfg, self._client_id,
+                                                  defaults=PRODUCER_DEFAULTS))
         return self._made
 
     def send(self, topic: str, key: bytes | None, value: bytes | None,

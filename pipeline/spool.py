@@ -21,7 +21,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -348,10 +348,12 @@ DEFAULT_PRODUCER = {
 }
 
 
-def producer_config(cfg: Config, client_id: str, **extra: Any) -> dict[str, Any]:
-    """Producer properties: our defaults, then ``cfg.librdkafka()`` (the site's properties
-    file, untouched), then what idempotent, in-order delivery requires."""
-    props: dict[str, Any] = {"client.id": client_id, **DEFAULT_PRODUCER}
+def producer_config(cfg: Config, client_id: str, *, defaults: Mapping[str, Any] | None = None,
+                    **extra: Any) -> dict[str, Any]:
+    """Producer properties: our defaults (the caller's ``defaults`` over
+    :data:`DEFAULT_PRODUCER`), then ``cfg.librdkafka()`` (the site's properties file,
+    untouched), then ``extra`` and what idempotent, in-order delivery requires."""
+    props: dict[str, Any] = {"client.id": client_id, **DEFAULT_PRODUCER, **(defaults or {})}
     props.update(cfg.librdkafka())
     props.update(extra)
     for key, value in REQUIRED_PRODUCER.items():

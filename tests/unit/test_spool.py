@@ -198,3 +198,11 @@ def test_concurrent_appends_all_land_once_and_in_order_per_thread(tmp_path: Path
         for k, seqs in results.items():
             assert seqs == sorted(seqs)
             assert [recs[s].value for s in seqs] == [b"%d:%d" % (k, i) for i in range(50)]
+
+
+def test_a_callers_defaults_give_way_to_the_properties_file(tmp_path: Path) -> None:
+    assert producer_config(Config(), "worker", defaults={"linger.ms": 1000})["linger.ms"] == 1000
+    props = tmp_path / "rdkafka.properties"
+    props.write_text("linger.ms=20\n")
+    cfg = Config().replace(kafka={"properties_file": str(props)})
+    assert producer_config(cfg, "worker", defaults={"linger.ms": 1000})["linger.ms"] == "20"
