@@ -169,6 +169,10 @@ class SinkConfig:
     #: more often, as fewer of its states fall in one batch (BENCHMARKS.md)
     flush_interval_s: float = 0.25
     max_batch: int = 5000
+    #: a batch is written as soon as a poll this long brings nothing more (0: only by
+    #: ``max_batch`` and ``flush_interval_s``). The worker sends each of its batches
+    #: whole, so a quiet moment means what it sent is in hand; a backlog is never quiet
+    quiet_s: float = 0.05
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,11 @@
 
 One process consumes ``hpc.jobs.state``, ``hpc.jobs.events`` and ``hpc.queue.snapshots``
 (consumer group ``<worker.app_id>-sink``; more processes share the partitions), gathers a
-batch (``sink.max_batch`` records or ``sink.flush_interval_s`` after its first record) and
-flushes it. Records that cannot be decoded or turned into documents, and documents
-Elasticsearch rejects for their content, go to the DLQ; the stream goes on. A tombstone
-(a job aged out of the state topic) writes nothing: the document is history.
+batch (``sink.max_batch`` records, ``sink.flush_interval_s`` after its first record, or
+as soon as a poll of ``sink.quiet_s`` brings nothing more) and flushes it. Records that
+cannot be decoded or turned into documents, and documents Elasticsearch rejects for their
+content, go to the DLQ; the stream goes on. A tombstone (a job aged out of the state
+topic) writes nothing: the document is history.
 
 While Elasticsearch is unreachable the flush blocks and retries; the consumer's partitions
 are paused and it keeps polling, so the group does not evict it. SIGTERM/SIGINT
@@ -90,6 +91,8 @@ class _Record:
 class _Batch:
     records: list[_Record] = field(default_factory=list)
     started: float = 0.0
+    #: the last poll brought nothing: the batch is all there is for now
+    quiet: bool = False
 
 
 class SinkRunner:
@@ -205,14 +208,19 @@ class SinkRunner:
 
     def _poll(self) -> None:
         assert self._consumer is not None
-        room = max(1, self.cfg.sink.max_batch - len(self._batch.records))
+        sink = self.cfg.sink
+        room = max(1, sink.max_batch - len(self._batch.records))
+        timeout = sink.flush_interval_s
         if self._batch.records:
-            timeout = self._batch.started + self.cfg.sink.flush_interval_s - self._clock()
-        else:
-            timeout = self.cfg.sink.flush_interval_s
+            timeout = max(self._batch.started + sink.flush_interval_s - self._clock(), 0.0)
+        if sink.quiet_s > 0:
+            # librdkafka's consume waits out its timeout unless it fills the batch: a poll
+            # longer than quiet_s would hold back a batch that is all there
+            timeout = min(timeout, sink.quiet_s)
         msgs = self._consumer.consume(num_messages=min(room, 10000),
-                                      timeout=min(max(timeout, 0.0), MAX_POLL_S))
+                                      timeout=min(timeout, MAX_POLL_S))
         self._accept(msgs)
+        self._batch.quiet = sink.quiet_s > 0 and not msgs and bool(self._batch.records)
 
     def _accept(self, msgs: Sequence[Message]) -> None:
         if msgs:
@@ -240,7 +248,7 @@ class SinkRunner:
     def _due(self) -> bool:
         b = self._batch
         return bool(b.records) and (
-            len(b.records) >= self.cfg.sink.max_batch
+            b.quiet or len(b.records) >= self.cfg.sink.max_batch
             or self._clock() - b.started >= self.cfg.sink.flush_interval_s)
 
     # -- the flush ---------------------------------------------------------------------

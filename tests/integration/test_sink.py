@@ -304,3 +304,17 @@ def test_two_sinks_share_the_partitions_and_lose_nothing(stack_cfg: Config,
     assert len(docs) == 1500 and {d["revision"] for d in docs.values()} == {3}
     assert len(all_docs(es, aliases(cfg)[1])) == 1500
     assert second.stats.records > 0, "the second sink never got a partition"
+
+
+def test_a_batch_is_written_as_soon_as_its_topics_go_quiet(cfg: Config,
+                                                           es: Elasticsearch) -> None:
+    """A batch the worker sent whole is written at once, not when the flush interval (an
+    hour here) ends it."""
+    feed = Feed(cfg)
+    for n in range(20):
+        feed.state(job_doc(n, 1))
+    feed.flush()
+    runner = SinkRunner(cfg.replace(sink={"flush_interval_s": 3600.0, "max_batch": 5000}))
+    stats = run_sink(runner, lambda s: s.flushes >= 1)
+    assert (stats.records, stats.written) == (20, 20)
+    assert len(all_docs(es, aliases(cfg)[0])) == 20

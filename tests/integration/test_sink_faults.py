@@ -230,8 +230,10 @@ def _log_has(path: Path, proc: subprocess.Popen[bytes], pattern: str,
 
 def test_sigterm_flushes_and_commits_what_was_read(stack_cfg: Config, es: Elasticsearch,
                                                    tmp_path: Path) -> None:
-    # A flush interval and batch size the test never reaches: only the stop flushes.
-    cfg = stack_cfg.replace(sink={"max_batch": 1_000_000, "flush_interval_s": 3600.0})
+    # A flush interval and batch size the test never reaches, and no flush when the
+    # topics go quiet: only the stop flushes.
+    cfg = stack_cfg.replace(sink={"max_batch": 1_000_000, "flush_interval_s": 3600.0,
+                                  "quiet_s": 0.0})
     create_topics(cfg)
     feed = Feed(cfg)
     feed_jobs(feed, range(100), revisions=(3,))
