@@ -12,7 +12,10 @@ depend on order, so a job whose records take both paths folds the same.
 **Batches.** An event is folded into its job's state at once and emitted to
 ``hpc.jobs.events``; the job's table entry, its documents for ``hpc.jobs.state`` and the
 acknowledgement of the records wait for the batch, which ends after ``STATE_BATCH`` events
-or ``STATE_FLUSH_S`` after its first record (a timer). A job's events come in bursts (a
+or ``STATE_FLUSH_S`` after its first record (a timer); while the worker is catching up
+(more than ``BEHIND_RECORDS`` records past the batch's are already in Kafka) the timer
+waits up to ``STATE_FLUSH_BEHIND_S``, so that under a backlog the count ends batches and a
+job's burst makes one state rather than one per quarter second. A job's events come in bursts (a
 Flux submit, validate, depend, priority within milliseconds; alloc, prolog, start; the
 end), so a burst costs one table write, one changelog record and one state. The batch's
 outputs and changelog records (:mod:`agents.table`) are flushed before its records are
@@ -38,13 +41,14 @@ import logging
 import time
 import weakref
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from aiokafka.partitioner import murmur2
 from faust.streams import _current_event
+from faust.types import TP
 
 from agents.normalize import RecentIds, Rejected, canonical_events, dlq_headers
 from agents.outputs import Outputs
@@ -72,8 +76,12 @@ logger = logging.getLogger(__name__)
 
 #: end the batch after this many events ...
 STATE_BATCH = 5000
-#: ... or this long after its first record (the latency it adds, at most)
+#: ... or this long after its first record (the latency it adds, at most) ...
 STATE_FLUSH_S = 0.25
+#: ... or, while more than this many records past the batch's wait in Kafka, ...
+BEHIND_RECORDS = 1000
+#: ... this long after its first record
+STATE_FLUSH_BEHIND_S = 2.0
 
 
 @lru_cache(maxsize=1 << 16)
@@ -126,6 +134,7 @@ class Batch:
     def __init__(self) -> None:
         self.folds: dict[bytes, tuple[Any, JobFold]] = {}
         self.records: list[Any] = []
+        self.ends: dict[tuple[str, int], int] = {}  # (topic, partition) -> last offset
         self.events = 0
         self.since = 0.0
         # the batch's counts, added to the metrics at its end (a Prometheus counter's
@@ -138,6 +147,16 @@ class Batch:
         if not self.records:
             self.since = time.monotonic()
         self.records.append(record)
+        message = record.message
+        self.ends[message.topic, message.partition] = message.offset
+
+    def due(self, now: float, behind: Callable[[], bool]) -> bool:
+        """Whether the timer ends the batch now (``behind()``: whether the worker is
+        catching up, asked only when it matters)."""
+        if not self.records:
+            return False
+        age = now - self.since
+        return age >= STATE_FLUSH_BEHIND_S or (age >= STATE_FLUSH_S and not behind())
 
 
 class JobsStage:
@@ -176,6 +195,20 @@ class JobsStage:
         self.batch.took(record)
         if self.batch.events >= STATE_BATCH:
             await self.flush()
+
+    def behind(self) -> bool:
+        """Whether more than ``BEHIND_RECORDS`` records past the batch's are already in
+        Kafka, by the high watermarks of the consumer's last fetches."""
+        consumer = self.worker.app.consumer
+        waiting = 0
+        for (topic, partition), offset in self.batch.ends.items():
+            try:
+                end = consumer.highwater(TP(topic, partition))
+            except AssertionError:  # aiokafka's: the partition was just revoked
+                continue
+            if end is not None:
+                waiting += max(end - offset - 1, 0)
+        return waiting > BEHIND_RECORDS
 
     async def flush(self) -> None:
         """Write the batch: each job's table entry and states, every output confirmed,
@@ -323,7 +356,7 @@ def register(worker: Worker) -> None:
         # the batch open at that moment must still end, or the worker never stops.
         while True:
             await asyncio.sleep(STATE_FLUSH_S / 5)
-            if stage.batch.records and time.monotonic() - stage.batch.since >= STATE_FLUSH_S:
+            if stage.batch.due(time.monotonic(), stage.behind):
                 await stage.flush()
 
     sent_snapshots = WORKER_RECORDS_PUBLISHED.labels(cfg.topics.snapshots)

@@ -136,3 +136,52 @@ def test_the_watchdog_tells_a_stuck_partition_and_why() -> None:
     again = stalled(now, now)
     assert again["e"] == "not fetching: committed None, end 5, read up to None"
     assert found["a"].startswith("not fetching") and found["b"].startswith("not acknowledged")
+
+
+def _taken(batch: object, topic: str, partition: int, offset: int) -> None:
+    from types import SimpleNamespace
+
+    batch.took(SimpleNamespace(message=SimpleNamespace(  # type: ignore[attr-defined]
+        topic=topic, partition=partition, offset=offset)))
+
+
+def test_a_batch_waits_longer_for_its_timer_while_the_worker_catches_up() -> None:
+    from agents.jobs import STATE_FLUSH_BEHIND_S, STATE_FLUSH_S, Batch
+
+    assert not Batch().due(1e9, lambda: False)  # nothing to end
+    batch = Batch()
+    _taken(batch, "raw", 0, 5)
+    start = batch.since
+    assert not batch.due(start + STATE_FLUSH_S / 2, lambda: False)
+    assert batch.due(start + STATE_FLUSH_S, lambda: False)
+    assert not batch.due(start + STATE_FLUSH_S, lambda: True)  # behind: the count ends it
+    assert batch.due(start + STATE_FLUSH_BEHIND_S, lambda: True)  # ... or this, at the latest
+
+
+def test_behind_counts_the_records_waiting_past_the_batch_by_the_high_watermarks() -> None:
+    from types import SimpleNamespace
+
+    from agents.jobs import BEHIND_RECORDS, Batch, JobsStage
+
+    ends: dict[tuple[str, int], int | None] = {}
+
+    def highwater(tp: tuple[str, int]) -> int | None:
+        if tp not in ends:
+            raise AssertionError("Partition is not assigned")  # as aiokafka says it
+        return ends[tp]
+
+    stage = JobsStage.__new__(JobsStage)
+    stage.worker = SimpleNamespace(app=SimpleNamespace(  # type: ignore[assignment]
+        consumer=SimpleNamespace(highwater=highwater)))
+    stage.batch = Batch()
+    _taken(stage.batch, "raw", 0, 99)
+    _taken(stage.batch, "raw", 1, 9)
+    _taken(stage.batch, "canonical", 0, 0)
+    ends.update({("raw", 0): 100, ("raw", 1): 10, ("canonical", 0): None})
+    assert not stage.behind()  # caught up; a partition not fetched yet counts nothing
+    ends[("raw", 1)] = 10 + BEHIND_RECORDS
+    assert not stage.behind()
+    ends[("raw", 0)] = 102
+    assert stage.behind()
+    del ends[("raw", 0)]  # revoked: its records are someone else's now
+    assert not stage.behind()
