@@ -12,17 +12,17 @@ depend on order, so a job whose records take both paths folds the same.
 **Batches.** An event is folded into its job's state at once and emitted to
 ``hpc.jobs.events``; the job's table entry, its documents for ``hpc.jobs.state`` and the
 acknowledgement of the records wait for the batch, which ends after ``STATE_BATCH`` events
-or ``STATE_FLUSH_S`` after its first record (a timer); while the worker is catching up
-(more than ``BEHIND_RECORDS`` records past the batch's are already in Kafka) the timer
-waits up to ``STATE_FLUSH_BEHIND_S``, so that under a backlog the count ends batches and a
-job's burst makes one state rather than one per quarter second. A job's events come in bursts (a
+or ``STATE_FLUSH_S`` after its first record (a timer). A job's events come in bursts (a
 Flux submit, validate, depend, priority within milliseconds; alloc, prolog, start; the
-end), so a burst costs one table write, one changelog record and one state. The batch's
-outputs and changelog records (:mod:`agents.table`) are flushed before its records are
-acknowledged, and Faust commits only acknowledged offsets: a crash loses nothing, the
-records are read again. A rebalance, and stopping, wait until every record delivered is
-acknowledged (``stream_wait_empty``), so a batch is always written whole before its
-partitions go; the timer ends it within ``STATE_FLUSH_S``.
+end), so a burst costs one table write, one changelog record and one state. While the
+worker is catching up (more than ``BEHIND_RECORDS`` records past the batch's are already
+in Kafka) the timer waits up to ``STATE_FLUSH_BEHIND_S``: under a backlog the count ends
+the batches, and a job's events make one state per batch, not one per quarter second.
+The batch's outputs and changelog records (:mod:`agents.table`) are flushed before its
+records are acknowledged, and Faust commits only acknowledged offsets: a crash loses
+nothing, the records are read again. A rebalance, and stopping, wait until every record
+delivered is acknowledged (``stream_wait_empty``), so a batch is always written whole
+before its partitions go; the timer ends it within ``STATE_FLUSH_BEHIND_S``.
 
 A *duplicate* event changes no state but is emitted again all the same, and its job's
 table entry written again: after a crash the table (RocksDB, written at once) can be ahead

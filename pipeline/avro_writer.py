@@ -10,7 +10,8 @@ the field names and defaults bound at compile time: three to four times faster.
 
 It covers what jobstream's schemas use: null, boolean, int, long, float, double, string,
 bytes, arrays, maps, records and references to named records, and unions of null and one
-other type. For any other schema it returns None and the codec keeps fastavro's writer.
+other type. For any other schema it raises :class:`Unsupported` and the codec keeps
+fastavro's writer.
 Reading stays with fastavro (resolving old writer schemas is its strength). The bytes
 are fastavro's, field for field: a hypothesis property checks it on every schema of
 ``schemas/`` (``tests/unit/test_avro_writer.py``). A value of the wrong type raises
