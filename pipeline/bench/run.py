@@ -194,8 +194,11 @@ def run_bench(cfg: Config, opts: BenchOptions, console: Console) -> BenchResult:
 
 def _ceilings(cfg: Config, names: BenchNames, es: Any, feed: Feed, e2e_cfg: Config,
               values: dict[str, Any], details: dict[str, Any], console: Console) -> None:
-    with console.status("ceiling: consume + decode + parse"):
-        consume = ceilings.consume_ceiling(e2e_cfg, len(feed.records))
+    with console.status(f"ceiling: consume + decode + parse, best of "
+                        f"{ceilings.CEILING_PASSES}"):
+        passes = [ceilings.consume_ceiling(e2e_cfg, len(feed.records))
+                  for _ in range(ceilings.CEILING_PASSES)]
+    consume = max(passes, key=lambda rate: rate.per_s)
     jobs_cfg = names.phase(cfg, "bulkjobs")
     docs = list(expected_documents(cfg, feed).values())
     with console.status(f"ceiling: bulk-index {len(docs)} job documents"):
@@ -212,7 +215,9 @@ def _ceilings(cfg: Config, names: BenchNames, es: Any, feed: Feed, e2e_cfg: Conf
     values.update(consume_decode_ceiling_events_per_s=consume.per_s,
                   bulk_job_docs_per_s=bulk_jobs.per_s, bulk_event_docs_per_s=bulk_events.per_s,
                   stage_cpu_ms_per_event=alone.cpu_ms_per_event)
-    details["ceilings"] = {"consume_decode": asdict(consume), "bulk_jobs": asdict(bulk_jobs),
+    details["ceilings"] = {"consume_decode": asdict(consume),
+                           "consume_decode_passes_per_s": [rate.per_s for rate in passes],
+                           "bulk_jobs": asdict(bulk_jobs),
                            "bulk_events": asdict(bulk_events),
                            "stage": {**asdict(alone), "cpu_ms_per_event": alone.cpu_ms_per_event}}
 
