@@ -268,6 +268,7 @@ def codecs_from_config(cfg: Config, registry: SchemaRegistryClient | None = None
 
 # -- the model <-> Avro dicts ---------------------------------------------------------
 
+
 def _json_text(value: Any, what: str) -> str:
     try:
         return dumps_text(value)

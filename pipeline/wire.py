@@ -31,6 +31,7 @@ __all__ = ["EXPIRE", "Wire", "decode_canonical", "encode_canonical", "encode_con
 #: Control word on the canonical topic: drop this key's state if the job is done.
 EXPIRE: Final = "expire"
 
+
 def encode_canonical(ev: JobEvent) -> bytes:
     return dumps(ev.to_dict())
 
