@@ -116,9 +116,6 @@ def create_app(cfg: Config, *, name: str | None = None,
         store_options={"block_cache_size": 16 * 1024 * 1024,
                        "write_buffer_size": 8 * 1024 * 1024, "max_write_buffer_number": 2},
         stream_wait_empty=True,
-        # the stream takes a record already in its queue at once, instead of awaiting the
-        # channel for each (Faust's own fast path, off by default since it is new)
-        cython_optimizations=True,
         # Faust's producer writes nothing of the stream: the outputs and the table's
         # changelog go through agents.outputs (confluent-kafka, idempotent). Should Faust
         # send anything of its own, all replicas confirm it.

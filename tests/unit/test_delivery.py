@@ -1,21 +1,18 @@
 """agents.delivery: the fetch loop's hand-over of a message, run at once when it does not
 wait, and as Faust ran it when it does (a full queue, a suspended flow, a stopped
-consumer); and the worker's stream, which takes a message already queued at once."""
+consumer)."""
 
 from __future__ import annotations
 
 import asyncio
 import warnings
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 from mode import Service
 
 from agents import delivery
-from agents.app import create_app
-from pipeline.config import Config
 
 
 class Fetching(Service):
@@ -149,17 +146,3 @@ def test_apply_puts_it_in_place_of_fausts() -> None:
     delivery.apply()
     delivery.apply()
     assert Consumer.wait_first is delivery._wait_first
-
-
-def test_the_worker_stream_takes_queued_messages_without_awaiting_its_channel(
-        tmp_path: Path) -> None:
-    """Faust's Cython stream iterator awaits the channel for every message unless
-    ``cython_optimizations`` is on; the pinned faust-streaming ships the extension."""
-    from faust import streams
-    from faust.utils.optin import cython_optimizations_enabled
-
-    cfg = Config().replace(kafka={"replication_factor": 1},
-                           worker={"store_dir": str(tmp_path / "store"), "app_id": "delivery"})
-    worker = create_app(cfg)
-    assert streams._CStreamIterator is not None  # noqa: SLF001
-    assert cython_optimizations_enabled(worker.app.conf)
