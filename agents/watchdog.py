@@ -85,16 +85,10 @@ async def _positions(consumer: Any, tps: Sequence[Any]
 
 async def _restart(consumer: Any, tp: Any, committed: int | None) -> None:
     """Read ``tp`` again from its commit (from its start when it has none: the group reads
-    from the earliest offset).
-
-    The seek runs in the consumer's thread, as Faust's own seeks after a rebalance do
-    (``seek_wait``, which also moves Faust's read position): aiokafka's fetcher belongs to
-    that thread, and ``Consumer.seek`` changes it from this one. In ``tests/faults`` such a
-    seek once raced the fetcher's ``fetched_records`` (a KeyError) and crashed the worker.
-    """
+    from the earliest offset)."""
     if committed is None:
         committed = (await consumer.earliest_offsets(tp)).get(tp, 0)
-    await consumer._thread.seek_wait({tp: committed})  # noqa: SLF001
+    await consumer.seek(tp, committed)
 
 
 def register(app: Any, topics: set[str], interval_s: float) -> None:
@@ -150,11 +144,7 @@ def register(app: Any, topics: set[str], interval_s: float) -> None:
                            tp.topic, tp.partition, why)
             WATCHDOG_STALLS.labels(tp.topic, str(tp.partition),
                                   why.split(":", 1)[0].replace(" ", "_")).inc()
-            try:
-                await _restart(consumer, tp, now[tp].committed)
-            except Exception as exc:  # noqa: BLE001 - revoked, or the broker away: next check
-                logger.warning("partition %s[%d] not sought back: %s", tp.topic,
-                               tp.partition, exc)
+            await _restart(consumer, tp, now[tp].committed)
             now.pop(tp)  # judged afresh at the next check
         last.clear()
         last.update(now)
