@@ -108,6 +108,7 @@ Documents never carry scripts or environments (the parsers drop them; facts hold
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
@@ -115,7 +116,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipeline.buckets import duration_bucket, gpu_bucket, size_bucket
-from pipeline.jsontext import canonical, dumps_text
 from pipeline.model import RESULTS, JobEvent, job_key
 
 __all__ = ["DOC_FIELDS", "JobFold", "doc_id", "event_order", "fold", "folds"]
@@ -251,8 +251,16 @@ def fold(events: Iterable[JobEvent]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- incremental
 
 
+_compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+#: ``json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)``, built once
+#: (``json.dumps`` with arguments builds a new encoder on every call)
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
+
+
 def _fingerprint(ev: JobEvent) -> str:
-    text = canonical([ev.event, repr(ev.timestamp), ev.source, ev.seq, ev.context, ev.facts])
+    text = _canonical([ev.event, repr(ev.timestamp), ev.source, ev.seq, ev.context, ev.facts])
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
@@ -260,7 +268,7 @@ def _merge_maps(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     """Key-wise union; where both have a key, the larger canonical value (commutative)."""
     out = dict(a)
     for k, v in b.items():
-        if k not in out or canonical(v) > canonical(out[k]):
+        if k not in out or _canonical(v) > _canonical(out[k]):
             out[k] = v
     return out
 
@@ -405,9 +413,9 @@ class JobFold:
         for ev in self.events():
             part = entries.get(ev.event_id)
             if part is None:
-                part = entries[ev.event_id] = dumps_text(self._entry(ev))
+                part = entries[ev.event_id] = _compact_json(self._entry(ev))
             parts.append(part)
-        head = dumps_text(self._head())
+        head = _compact_json(self._head())
         return f'{head[:-1]},"events":[{",".join(parts)}]}}'.encode()
 
     def _head(self) -> dict[str, Any]:
