@@ -70,7 +70,7 @@ from pipeline.wire import EXPIRE, decode_canonical, encode_control
 if TYPE_CHECKING:
     from agents.app import Worker
 
-__all__ = ["JobsStage", "job_partition", "register"]
+__all__ = ["JobsStage", "job_partition", "register", "topic_partitions"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +90,15 @@ def job_partition(key: bytes, partitions: int) -> int:
     partitioner and librdkafka's ``murmur2_random`` put it (cached: a job's records come
     in bursts and the hash is pure Python)."""
     return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def topic_partitions(consumer: Any, topic: str) -> int | None:
+    """The number of partitions of ``topic`` in the consumer's metadata (None: not known
+    yet). Not Faust's ``Consumer.topic_partitions``: that reads the group coordinator's
+    snapshot of the subscription, which only the group's leader fills, so every other
+    worker would re-key all its records through the canonical topic."""
+    partitions = consumer._thread._ensure_consumer().partitions_for_topic(topic)  # noqa: SLF001
+    return len(partitions) if partitions else None
 
 
 @contextmanager
@@ -278,7 +287,7 @@ class JobsStage:
         if message.key is None:
             return False
         if self._raw_partitions is None:
-            self._raw_partitions = self.worker.app.consumer.topic_partitions(self.raw)
+            self._raw_partitions = topic_partitions(self.worker.app.consumer, self.raw)
             if self._raw_partitions is not None and self._raw_partitions != self.partitions:
                 logger.warning("%s has %d partitions, the worker's table %d "
                                "(kafka.partitions): every raw record is re-keyed through %s",

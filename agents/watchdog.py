@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agents import faust_gaps
 from pipeline.metrics import WATCHDOG_STALLS, LagReporter
 
 __all__ = ["PartitionProgress", "register", "stalled"]
@@ -86,9 +87,7 @@ async def _positions(consumer: Any, tps: Sequence[Any]
 async def _restart(consumer: Any, tp: Any, committed: int | None) -> None:
     """Read ``tp`` again from its commit (from its start when it has none: the group reads
     from the earliest offset)."""
-    if committed is None:
-        committed = (await consumer.earliest_offsets(tp)).get(tp, 0)
-    await consumer.seek(tp, committed)
+    await faust_gaps.seek(consumer, {tp: committed})
 
 
 def register(app: Any, topics: set[str], interval_s: float) -> None:
@@ -144,7 +143,11 @@ def register(app: Any, topics: set[str], interval_s: float) -> None:
                            tp.topic, tp.partition, why)
             WATCHDOG_STALLS.labels(tp.topic, str(tp.partition),
                                   why.split(":", 1)[0].replace(" ", "_")).inc()
-            await _restart(consumer, tp, now[tp].committed)
+            try:
+                await _restart(consumer, tp, now[tp].committed)
+            except Exception as exc:  # noqa: BLE001 - revoked, or the broker away: next check
+                logger.warning("partition %s[%d] not sought back: %s", tp.topic,
+                               tp.partition, exc)
             now.pop(tp)  # judged afresh at the next check
         last.clear()
         last.update(now)

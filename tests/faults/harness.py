@@ -547,6 +547,11 @@ class Flow:
             yield (name, group, tps, self._positions.ends(topics),
                    self._positions.committed(group, tps))
 
+    def rekeyed(self) -> int:
+        """Records in the worker's canonical topic: events re-keyed (none of jobstream's
+        producers' records are) and expiry words (none within the scenarios' grace)."""
+        return sum(self._positions.ends([canonical_topic(self.cfg.worker.app_id)]).values())
+
     def lag(self) -> dict[str, int]:
         """Records not yet committed: the edge's spool, the worker's and the sink's groups."""
         out = {"spool": self.edge.spool.depth() if self.edge is not None else 0}

@@ -243,3 +243,5 @@ def test_two_workers_one_sigkilled(make_cluster_flow: Any) -> None:
                                list(job_documents(es, jobs_alias(flow.cfg))))
     record(result)
     assert fold.ok, fold.as_dict()
+    # every record is folded where it is read, by the group's leader and the other alike
+    assert flow.rekeyed() == 0, f"{flow.rekeyed()} events re-keyed through the canonical topic"

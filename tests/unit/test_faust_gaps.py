@@ -1,5 +1,6 @@
-"""Faust's gap after a rebalance race: committed past unread records by Faust's own code,
-not with agents.faust_gaps applied."""
+"""Faust committing past records it never processed (after a rebalance race, at the head
+of the acknowledged run, on a partition never committed): by Faust's own code, not with
+agents.faust_gaps applied."""
 
 from __future__ import annotations
 
@@ -15,6 +16,21 @@ from intervaltree import IntervalTree
 from agents import faust_gaps
 
 RAW = TP("hpc.jobs.raw", 0)
+RAW_1 = TP("hpc.jobs.raw", 1)
+
+
+def bookkeeping(earliest_offsets: Any = None, **more: Any) -> Any:
+    """Faust's per-partition bookkeeping of acknowledged records, nothing committed."""
+    return SimpleNamespace(_gap=defaultdict(IntervalTree), _acked=defaultdict(list),
+                           _acked_index=defaultdict(set),
+                           _committed_offset=defaultdict(lambda: None),
+                           earliest_offsets=earliest_offsets, **more)
+
+
+def acked(c: Any, offsets: range) -> Any:
+    c._acked[RAW].extend(offsets)
+    c._acked_index[RAW].update(offsets)
+    return c
 
 
 def consumer_after_the_race(add_gap: Any, earliest: int = 0) -> Any:
@@ -26,20 +42,16 @@ def consumer_after_the_race(add_gap: Any, earliest: int = 0) -> Any:
     async def earliest_offsets(*tps: TP) -> dict[TP, int]:
         return dict.fromkeys(tps, earliest)
 
-    c = SimpleNamespace(_gap=defaultdict(IntervalTree), _acked=defaultdict(list),
-                        _acked_index=defaultdict(set),
-                        _committed_offset=defaultdict(lambda: None),
-                        earliest_offsets=earliest_offsets)
+    c = bookkeeping(earliest_offsets)
     c._committed_offset[RAW] = 323
-    asyncio.run(add_gap(c, RAW, 324, 336))
-    c._acked[RAW].extend(range(337, 400))
-    c._acked_index[RAW].update(range(337, 400))
-    return c
+    asyncio.run(add_gap(c, RAW, 324, 337))  # as the fetch loop calls it
+    return acked(c, range(337, 400))
 
 
 def test_faust_commits_past_the_unread_records() -> None:
     c = consumer_after_the_race(faust_gaps.FAUST_ADD_GAP)
-    assert Consumer._new_offset(c, RAW) == 400  # 323-336 never processed: lost
+    # 323-336 never processed, passed (338: Faust's gap also holds 337, acked twice)
+    assert faust_gaps.FAUST_NEW_OFFSET(c, RAW) == 338
 
 
 def test_with_the_gap_refused_the_commit_stands() -> None:
@@ -57,3 +69,58 @@ def test_records_retention_deleted_are_passed() -> None:
     assert Consumer._new_offset(c, RAW) == 400
     c = consumer_after_the_race(Consumer._add_gap, earliest=330)
     assert Consumer._new_offset(c, RAW) == 330  # up to the first record still kept
+
+
+def test_a_run_starting_one_past_the_commit_is_not_committed() -> None:
+    """Record 323 dropped without a gap (the record read after the seek was 324): Faust's
+    ``min(acked) - committed > 1`` lets the commit pass it."""
+    def after_the_seek() -> Any:
+        c = bookkeeping()
+        c._committed_offset[RAW] = 323
+        return acked(c, range(324, 400))
+
+    assert faust_gaps.FAUST_NEW_OFFSET(after_the_seek(), RAW) == 400
+    faust_gaps.apply()
+    c = after_the_seek()
+    assert Consumer._new_offset(c, RAW) is None
+    acked(c, range(323, 324))
+    assert Consumer._new_offset(c, RAW) == 400
+
+
+def test_a_partition_never_committed_commits_from_its_first_record() -> None:
+    """The agents' buffers cleared by a rebalance held records 0-429 of a partition never
+    committed: Faust commits the rest and passes them; sought to its first record, the
+    partition commits only once they were read again."""
+    assert faust_gaps.FAUST_NEW_OFFSET(acked(bookkeeping(), range(430, 500)), RAW) == 500
+    c = acked(bookkeeping(_jobstream_starts={RAW: 0}), range(430, 500))
+    faust_gaps.apply()
+    assert Consumer._new_offset(c, RAW) is None
+    acked(c, range(0, 430))
+    assert Consumer._new_offset(c, RAW) == 500
+
+
+def test_after_a_rebalance_partitions_never_committed_are_read_from_their_start() -> None:
+    """aiokafka's seek to the commits leaves a partition without one where it was."""
+    changelog = TP("jobs-changelog", 0)
+    sought: dict[TP, int] = {}
+
+    async def seek_to_committed() -> dict[TP, int | None]:
+        return {RAW: None, RAW_1: 57, changelog: None}
+
+    async def earliest_offsets(*tps: TP) -> dict[TP, int]:
+        return dict.fromkeys(tps, 12)
+
+    async def seek_wait(offsets: dict[TP, int]) -> None:
+        sought.update(offsets)
+
+    c = bookkeeping(earliest_offsets, _read_offset={}, seek_to_committed=seek_to_committed,
+                    assignment=lambda: {RAW, RAW_1, changelog},
+                    _thread=SimpleNamespace(seek_wait=seek_wait),
+                    app=SimpleNamespace(topics=SimpleNamespace(
+                        acks_enabled_for=lambda topic: topic == RAW.topic)))
+    faust_gaps.apply()
+    asyncio.run(Consumer.perform_seek(c))
+    assert sought == {RAW: 12}  # the commit of RAW_1 stands; the changelog is the table's
+    assert c._committed_offset[RAW_1] == 57 and c._jobstream_starts == {RAW: 12}
+    acked(c, range(13, 20))
+    assert Consumer._new_offset(c, RAW) is None
