@@ -63,7 +63,7 @@ def _starts(consumer: Any) -> dict[Any, int]:
 
 def _head(consumer: Any, tp: Any) -> int | None:
     """The offset a commit of ``tp`` must start at: its commit, or where it was sought to
-    without one (None: not known, Faust's own rule)."""
+    without one (None: not known)."""
     committed = consumer._committed_offset[tp]  # noqa: SLF001
     return committed if committed is not None else _starts(consumer).get(tp)
 
@@ -101,11 +101,13 @@ async def _perform_seek(self: Any) -> None:
 
 def _new_offset(self: Any, tp: Any) -> int | None:
     """In place of Faust's ``Consumer._new_offset``: no commit unless the acknowledged
-    records start at the partition's commit (or at a gap Faust may pass)."""
+    records start at the partition's commit (or at a gap Faust may pass). Where that is
+    not known (the seek after a rebalance failed), nothing is committed: the watchdog
+    seeks the partition, and so learns it."""
     acked = self._acked[tp]
     if acked:
         head = _head(self, tp)
-        if head is not None and min(acked) > head and not self._gap[tp].overlaps_point(head):
+        if head is None or (min(acked) > head and not self._gap[tp].overlaps_point(head)):
             return None
     new: int | None = FAUST_NEW_OFFSET(self, tp)
     return new
