@@ -60,6 +60,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -107,6 +108,39 @@ def _number(text: str) -> float:
 #: per thread (:class:`_Numbers`), so the decoder may be shared.
 _DECODER = json.JSONDecoder(parse_float=_number, parse_constant=_number)
 
+#: A ``\uXXXX`` escape (group 1: its hex digits) of a UTF-16 surrogate: a high one, with
+#: (group 2) the low one that completes it, or a low one. Its backslash ends an odd run
+#: (``\\ud800`` is an escaped backslash and the text "ud800"); the run starts the match, so
+#: the regex engine skips from backslash to backslash, fast.
+_SURROGATE_ESCAPE = re.compile(r"\\(?<!\\\\)(?:\\\\)*u([dD][89abAB][0-9a-fA-F]{2}"
+                               r"(\\u[dD][c-fC-F][0-9a-fA-F]{2})?|[dD][c-fC-F][0-9a-fA-F]{2})")
+#: A surrogate code point, which a str can hold but text decoded from UTF-8 cannot.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _check_surrogates(source: str, text_given: bool, what: str) -> None:
+    """Refuse, as ``invalid-utf8``, the JSON text ``source`` if it decodes to a lone UTF-16
+    surrogate: an escape of one (``"\\ud800"``, which Python's json accepts) or, in text
+    given as a str, the code point itself.
+
+    A surrogate is no character: such a record could not be encoded for Kafka or
+    Elasticsearch and would fail later, deep in the worker, as an ``internal-error``.
+    """
+    # One search per record; the loop runs once per surrogate escape (rare in records; a
+    # pair, an emoji, is valid). search() costs less than finditer() when nothing matches.
+    found = _SURROGATE_ESCAPE.search(source)
+    while found:
+        if found[2] is None:
+            pos = found.start(1) - 2
+            where = f"character {pos}" if text_given else f"byte {len(source[:pos].encode())}"
+            raise ParseError("invalid-utf8", f"{what} escapes a lone UTF-16 surrogate, "
+                             f"which is not text (\\u{found[1]} at {where})")
+        found = _SURROGATE_ESCAPE.search(source, found.end())
+    # isascii() is O(1), so ASCII text (most records) costs no scan.
+    if text_given and not source.isascii() and (found := _SURROGATE.search(source)):
+        raise ParseError("invalid-utf8", f"{what} holds a lone UTF-16 surrogate, which is "
+                         f"not text (character {found.start()})")
+
 
 class _Doc:
     """A decoded JSON document, remembering whether it held NaN or +-Infinity.
@@ -134,6 +168,7 @@ class _Doc:
         else:
             raise ParseError("bad-type", f"{what} must be bytes or text, "
                              f"not {type(data).__name__}")
+        source = text  # with its BOM, for positions in error messages
         text = text.removeprefix("\ufeff")
         _NUMBERS.nonfinite = False
         try:
@@ -144,6 +179,7 @@ class _Doc:
         except (ValueError, RecursionError) as exc:
             raise ParseError("invalid-json", f"{what}: {exc}") from None
         self.nonfinite = _NUMBERS.nonfinite
+        _check_surrogates(source, isinstance(data, str), what)
         check_duplicate_keys(text, value, what)
         return value
 

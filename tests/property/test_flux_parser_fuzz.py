@@ -211,3 +211,93 @@ def test_decode_jobid_only_raises_value_error(text: str) -> None:
         assert 0 <= decode_jobid(text) < 2**64
     except ValueError:
         pass
+
+
+# --- duplicate keys and surrogates, however the text is written ----------------------------
+
+#: strings with what the text checks look at: colons, quotes, backslashes, surrogate escapes
+tricky_text = st.lists(st.sampled_from(
+    ['":', " :", "\n:", ":", '"', "\\", "u", "ud800", "udc00", "\ud83d", "\ude00", "\udbff",
+     "\U0001f600", "é", "a"]), max_size=6).map("".join)
+plain_keys = st.text(max_size=4) | st.sampled_from(["id", "events", "a", '":', " :"])
+#: a JSON value as a tree whose objects are lists of (key, value) pairs, so a key may repeat
+pair_trees = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=3).map(lambda items: ("list", items))
+    | st.dictionaries(plain_keys, inner, max_size=3).map(lambda d: ("obj", list(d.items()))),
+    max_leaves=12)
+spaces = st.text(alphabet=" \t\n\r", max_size=3)
+
+
+def _write(data: st.DataObject, tree: Any) -> str:
+    """JSON text of ``tree``, with random JSON whitespace around every token."""
+    def ws() -> str:
+        return data.draw(spaces, label="ws")
+    if isinstance(tree, tuple) and tree[0] == "obj":
+        return "{" + ws() + ",".join(ws() + json.dumps(k) + ws() + ":" + ws() + _write(data, v)
+                                     + ws() for k, v in tree[1]) + "}"
+    if isinstance(tree, tuple) and tree[0] == "list":
+        return "[" + ws() + ",".join(ws() + _write(data, v) + ws() for v in tree[1]) + "]"
+    return json.dumps(tree)
+
+
+def _with_repeat(data: st.DataObject, tree: Any) -> Any:
+    """``tree`` with one object somewhere repeating one of its keys (one added if needed)."""
+    if isinstance(tree, tuple) and tree[1] and data.draw(st.booleans(), label="descend"):
+        items = list(tree[1])
+        i = data.draw(st.integers(0, len(items) - 1), label="child")
+        if tree[0] == "obj":
+            items[i] = (items[i][0], _with_repeat(data, items[i][1]))
+        else:
+            items[i] = _with_repeat(data, items[i])
+        return (tree[0], items)
+    pairs = list(tree[1]) if isinstance(tree, tuple) and tree[0] == "obj" else []
+    if not pairs:
+        pairs = [(data.draw(plain_keys, label="key"), data.draw(scalars, label="value"))]
+    key = data.draw(st.sampled_from([k for k, _ in pairs]), label="repeated")
+    at = data.draw(st.integers(0, len(pairs)), label="at")
+    pairs.insert(at, (key, data.draw(pair_trees, label="value")))
+    return ("obj", pairs)
+
+
+@FUZZ
+@given(data=st.data(), tree=pair_trees)
+def test_a_repeated_key_anywhere_is_refused(data: st.DataObject, tree: Any) -> None:
+    for parser in PARSERS:
+        with pytest.raises(ParseError) as err:
+            parser(_write(data, _with_repeat(data, tree)).encode(), cluster="fz")
+        assert err.value.reason == "duplicate-key"
+        try:
+            parser(_write(data, tree).encode(), cluster="fz")
+        except ParseError as exc:
+            assert exc.reason != "duplicate-key"
+
+
+def _holds_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return any("\ud800" <= c <= "\udfff" for c in value)
+    if isinstance(value, dict):
+        return any(_holds_surrogate(k) or _holds_surrogate(v) for k, v in value.items())
+    return isinstance(value, list) and any(_holds_surrogate(v) for v in value)
+
+
+@FUZZ
+@given(value=st.recursive(
+    scalars | tricky_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(tricky_text, inner, max_size=3),
+    max_leaves=10))
+def test_a_lone_surrogate_is_refused_as_invalid_utf8(value: Any) -> None:
+    """Refused as invalid-utf8 exactly when the decoded text holds a surrogate (a pair of
+    escapes decodes to one character), whether escaped, in bytes or in a str."""
+    escaped = json.dumps(value)  # surrogates as escapes: a high one then a low one, a pair
+    raw = json.dumps(value, ensure_ascii=False)  # surrogates as they are
+    lone, held = _holds_surrogate(json.loads(escaped)), _holds_surrogate(value)
+    for parser in PARSERS:
+        for payload, refused in ((escaped.encode(), lone), (escaped, lone), (raw, held),
+                                 (raw.encode("utf-8", "surrogatepass"), held)):
+            try:
+                parser(payload, cluster="fz")
+            except ParseError as exc:
+                assert (exc.reason == "invalid-utf8") == refused, (payload, exc)
+            else:
+                assert not refused, payload

@@ -27,6 +27,12 @@ def reason(fmt: str, text: str) -> str:
     '{"id":5,"id":6,"events":[' + SUBMIT + ']}',  # the job id twice
     '{"id":5,"events":[' + SUBMIT.replace('"flags":0', '"flags":0,"flags":0') + ']}',  # nested
     '{"id" : 5, "events" : [' + SUBMIT + '], "id" : 5}',  # spaced, same value twice
+    # a key spaced from its colon is not counted by '":', so the repeat balanced the count
+    '{"id" :5,"id":6,"events":[' + SUBMIT + ']}',
+    '{ "id"\n: 5, "id": 6, "events": [' + SUBMIT + ']}',
+    '{"id":5,"id"\t\r\n :6,"events":[' + SUBMIT + ']}',
+    '{"id":5,"events":[' + SUBMIT.replace('"flags":0', '"flags" :0,"flags":0') + ']}',  # nested
+    '{"id":5,"events":[' + SUBMIT.replace('"flags":0', '"flags"\n:0,"flags":1') + ']}',
 ])
 def test_flux_records_repeating_a_key_are_refused(text: str) -> None:
     assert reason("flux-journal", text) == "duplicate-key"
@@ -42,6 +48,23 @@ def test_text_that_only_looks_like_more_keys_is_accepted() -> None:
     [_, ev] = parse_record("flux-journal", ('{"id":5,"events":[' + SUBMIT + "," + memo + "]}")
                            .encode(), cluster="c")
     assert ev.context == {"note": 'a":b":c'}
+
+
+@pytest.mark.parametrize("text", [
+    '{"a" :1,"a":2}', '{ "a"\n: 1, "a": 2}', '{"a":1, "a" :2}', '{"a"\t:1,"a"\r:2}',
+    '[{"a":1}, {"b": {"c" :1, "c":2}}]',
+    '{"x":"y\\":", "a" :1, "a":2}',  # a '":' inside a string, as well
+])
+def test_a_key_spaced_from_its_colon_is_checked_too(text: str) -> None:
+    with pytest.raises(ParseError, match="'[ac]'"):
+        check_duplicate_keys(text, json.loads(text), "x")
+
+
+@pytest.mark.parametrize("text", [
+    '{"a" :1,"b":2}', '{"a":"b :","c":1}', '{"a":"x\\n:","b" : {"c" :1}}',
+])
+def test_spaced_keys_and_colons_without_a_repeat_pass(text: str) -> None:
+    check_duplicate_keys(text, json.loads(text), "x")
 
 
 def test_the_check_sees_every_object() -> None:

@@ -690,6 +690,65 @@ class TestMalformed:
         assert err.value.reason == "invalid-json"
 
 
+def _memo(note: str) -> bytes:
+    """A journal response whose memo's note is the JSON string body ``note``, as written."""
+    return ('{"id":5,"events":[{"timestamp":1.5,"name":"memo","context":{"note":"' + note
+            + '"}}]}').encode()
+
+
+class TestSurrogates:
+    """A lone UTF-16 surrogate is no character (it could not be encoded downstream): refused
+    at parse time as ``invalid-utf8``, saying where; a pair is one character."""
+
+    @pytest.mark.parametrize(("payload", "where"), [
+        (_memo(r"\ud800"), r"\ud800 at byte 68"),  # a lone high surrogate
+        (_memo(r"\uDC00"), r"\uDC00 at byte 68"),  # a lone low one, in capitals
+        (_memo(r"x\ude00\ud83d"), r"\ude00 at byte 69"),  # a pair in the wrong order
+        (_memo(r"\ud83d\ud83d\ude00"), r"\ud83d at byte 68"),  # a high one, then a pair
+        (_memo(r"\\\ud800"), r"\ud800 at byte 70"),  # after an escaped backslash
+        (_memo(r"\ud83d\\ude00"), r"\ud83d at byte 68"),  # then text, not an escape
+        (_memo(r"éé\ud800"), r"\ud800 at byte 72"),  # é is two bytes
+        (b"\xef\xbb\xbf" + _memo(r"\ud800"), r"\ud800 at byte 71"),  # so is the BOM (three)
+        (b'{"id":5,"events":[],"\\udfff":1}', r"\udfff at byte 21"),  # in a key
+    ])
+    def test_escape_of_a_lone_surrogate_is_refused(self, payload: bytes, where: str) -> None:
+        with pytest.raises(ParseError) as err:
+            parse_journal_response(payload, cluster=CLUSTER)
+        assert err.value.reason == "invalid-utf8"
+        assert "lone UTF-16 surrogate" in err.value.message and where in err.value.message
+
+    def test_encoded_surrogate_is_refused(self) -> None:
+        # "\ud800" encoded as if it were a character (CESU-8, WTF-8) is not UTF-8
+        with pytest.raises(ParseError) as err:
+            parse_journal_response(_memo("?").replace(b"?", b"\xed\xa0\x80"), cluster=CLUSTER)
+        assert err.value.reason == "invalid-utf8" and "byte 68" in err.value.message
+
+    def test_surrogate_in_text_given_as_str_is_refused(self) -> None:
+        text = '{"id":5,"events":[],"x":"é\ud800"}'
+        with pytest.raises(ParseError) as err:
+            parse_journal_response(text, cluster=CLUSTER)  # type: ignore[arg-type]
+        assert err.value.reason == "invalid-utf8" and "character 26" in err.value.message
+
+    def test_in_an_eventlog_line(self) -> None:
+        line = r'{"timestamp":1.5,"name":"memo","context":{"n":"\udbff"}}'
+        record = json.dumps({"id": 5, "eventlog": line + "\n"}).encode()
+        with pytest.raises(ParseError) as err:
+            parse_eventlog_record(record, cluster=CLUSTER)
+        assert err.value.reason == "invalid-utf8"
+        assert r"eventlog line 1 escapes a lone UTF-16 surrogate" in err.value.message
+        assert r"\udbff at character 47" in err.value.message
+
+    @pytest.mark.parametrize(("note", "text"), [
+        (r"\ud83d\ude00", "\U0001f600"),  # a pair: one character
+        (r"\uD83D\uDE00\ud83d\ude00", "\U0001f600" * 2),
+        (r"\\ud800\\udc00", r"\ud800\udc00"),  # escaped backslashes: plain text
+        (r"\ud7ff\ue000", "\ud7ff\ue000"),  # just outside the surrogates
+    ])
+    def test_pairs_and_look_alikes_are_accepted(self, note: str, text: str) -> None:
+        (memo,) = parse_journal_response(_memo(note), cluster=CLUSTER)
+        assert memo.context == {"note": text}
+
+
 class TestTolerance:
     def test_unknown_events_and_keys_pass_through(self) -> None:
         payload = json.dumps({
