@@ -60,7 +60,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -76,6 +75,7 @@ from pipeline.parsers.jobspec import (
     redact_update_context,
 )
 from pipeline.parsers.resources import R_facts, redact_R
+from pipeline.parsers.surrogates import check_surrogates
 
 __all__ = ["build_eventlog_record", "parse_eventlog_record", "parse_journal_response"]
 
@@ -107,39 +107,6 @@ def _number(text: str) -> float:
 #: scanner on each call, which cost more than decoding a journal response. The hook is
 #: per thread (:class:`_Numbers`), so the decoder may be shared.
 _DECODER = json.JSONDecoder(parse_float=_number, parse_constant=_number)
-
-#: A ``\uXXXX`` escape (group 1: its hex digits) of a UTF-16 surrogate: a high one, with
-#: (group 2) the low one that completes it, or a low one. Its backslash ends an odd run
-#: (``\\ud800`` is an escaped backslash and the text "ud800"); the run starts the match, so
-#: the regex engine skips from backslash to backslash, fast.
-_SURROGATE_ESCAPE = re.compile(r"\\(?<!\\\\)(?:\\\\)*u([dD][89abAB][0-9a-fA-F]{2}"
-                               r"(\\u[dD][c-fC-F][0-9a-fA-F]{2})?|[dD][c-fC-F][0-9a-fA-F]{2})")
-#: A surrogate code point, which a str can hold but text decoded from UTF-8 cannot.
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def _check_surrogates(source: str, text_given: bool, what: str) -> None:
-    """Refuse, as ``invalid-utf8``, the JSON text ``source`` if it decodes to a lone UTF-16
-    surrogate: an escape of one (``"\\ud800"``, which Python's json accepts) or, in text
-    given as a str, the code point itself.
-
-    A surrogate is no character: such a record could not be encoded for Kafka or
-    Elasticsearch and would fail later, deep in the worker, as an ``internal-error``.
-    """
-    # One search per record; the loop runs once per surrogate escape (rare in records; a
-    # pair, an emoji, is valid). search() costs less than finditer() when nothing matches.
-    found = _SURROGATE_ESCAPE.search(source)
-    while found:
-        if found[2] is None:
-            pos = found.start(1) - 2
-            where = f"character {pos}" if text_given else f"byte {len(source[:pos].encode())}"
-            raise ParseError("invalid-utf8", f"{what} escapes a lone UTF-16 surrogate, "
-                             f"which is not text (\\u{found[1]} at {where})")
-        found = _SURROGATE_ESCAPE.search(source, found.end())
-    # isascii() is O(1), so ASCII text (most records) costs no scan.
-    if text_given and not source.isascii() and (found := _SURROGATE.search(source)):
-        raise ParseError("invalid-utf8", f"{what} holds a lone UTF-16 surrogate, which is "
-                         f"not text (character {found.start()})")
 
 
 class _Doc:
@@ -179,7 +146,7 @@ class _Doc:
         except (ValueError, RecursionError) as exc:
             raise ParseError("invalid-json", f"{what}: {exc}") from None
         self.nonfinite = _NUMBERS.nonfinite
-        _check_surrogates(source, isinstance(data, str), what)
+        check_surrogates(source, isinstance(data, str), what)
         check_duplicate_keys(text, value, what)
         return value
 
@@ -392,8 +359,10 @@ def _eventlog_entries(value: Any) -> tuple[list[Any], list[_Doc]]:
     if value.lstrip().startswith("["):
         doc = _Doc(value, "eventlog")
         return doc.value, [doc]
+    # Lines end at "\n" only (RFC 18), not at every break splitlines() knows: a raw U+2028
+    # or \x85 may stand inside a JSON string. A "\r" before it is JSON whitespace.
     docs = [_Doc(line, f"eventlog line {n}")
-            for n, line in enumerate(value.splitlines(), 1) if line.strip()]
+            for n, line in enumerate(value.split("\n"), 1) if line.strip()]
     return [doc.value for doc in docs], docs
 
 
@@ -410,7 +379,8 @@ def _is_bare_eventlog(payload: bytes | str) -> bool:
     """Whether ``payload`` is RFC 18 JSON lines (``flux job eventlog --format=json``)
     rather than a record: its first line is an eventlog entry."""
     text = payload if isinstance(payload, str) else bytes(payload).decode("utf-8", "replace")
-    first = next((line for line in text.splitlines() if line.strip()), "")
+    # "\n" only, as _eventlog_entries splits
+    first = next((line for line in text.split("\n") if line.strip()), "")
     try:
         return _is_entry(json.loads(first))
     except (ValueError, RecursionError):
@@ -456,12 +426,16 @@ def build_eventlog_record(eventlog_text: str | bytes, jobspec_text: str | bytes 
         raise ParseError("missing-field", "the job id is in none of the eventlog, jobspec "
                          "and R; pass it with --id (decimal, f58 or dothex)")
     record: dict[str, Any] = {"id": _jobid(job_id, "--id")}
+    text_given = isinstance(eventlog_text, str)
     if isinstance(eventlog_text, bytes | bytearray):
         try:
             eventlog_text = bytes(eventlog_text).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ParseError("invalid-utf8", f"eventlog is not UTF-8 text (byte {exc.start})"
                              ) from None
+    # A lone surrogate is not text, like undecodable bytes: a str holding one cannot even
+    # be encoded into the record, and an escaped one would only be refused when parsed.
+    check_surrogates(eventlog_text, text_given, "eventlog")
     record["eventlog"] = eventlog_text
     for key, text in (("jobspec", jobspec_text), ("R", R_text)):
         if text is None:

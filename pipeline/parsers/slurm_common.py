@@ -25,6 +25,7 @@ from pipeline.errors import ParseError
 from pipeline.hostlist import expand_hostlist
 from pipeline.model import FACT_FIELDS, JobEvent, make_event_id
 from pipeline.parsers.duplicates import check_duplicate_keys
+from pipeline.parsers.surrogates import check_surrogates
 
 __all__ = [
     "PRIVATE_KEYS",
@@ -92,7 +93,8 @@ def decode_json(payload: bytes | bytearray | memoryview | str, *, what: str) -> 
 
     Trailing NUL bytes are dropped: jobcomp/kafka up to 23.11.6 sent ``strlen + 1`` bytes
     (slurm.md 1.1). NaN/Infinity literals and nesting deep enough to exhaust the stack are
-    rejected as invalid JSON rather than crashing.
+    rejected as invalid JSON rather than crashing; a lone UTF-16 surrogate (``"\\ud800"``)
+    as ``invalid-utf8``, like bytes that are not UTF-8 (parsers.surrogates).
     """
     if isinstance(payload, str):
         text = payload
@@ -117,6 +119,7 @@ def decode_json(payload: bytes | bytearray | memoryview | str, *, what: str) -> 
         raise ParseError("invalid-json", f"{what} is not valid JSON: nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError, huge integers, NaN
         raise ParseError("invalid-json", f"{what} is not valid JSON: {exc}") from None
+    check_surrogates(text, isinstance(payload, str), what)
     check_duplicate_keys(text, value, what)
     return value
 

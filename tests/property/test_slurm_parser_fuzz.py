@@ -19,7 +19,13 @@ from hypothesis import strategies as st
 
 from pipeline.errors import ParseError
 from pipeline.model import CANONICAL_EVENTS, FACT_FIELDS, JobEvent
-from pipeline.parsers.slurm import parse_hook, parse_jobcomp, parse_sacct, parse_squeue
+from pipeline.parsers.slurm import (
+    parse_hook,
+    parse_jobcomp,
+    parse_sacct,
+    parse_squeue,
+    parse_submit_plugin,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 
@@ -198,3 +204,43 @@ def test_flipped_bytes_of_real_records(case: tuple[Parser, bytes], data: st.Data
         i = data.draw(st.integers(min_value=0, max_value=len(raw) - 1))
         raw[i] = data.draw(st.integers(min_value=0, max_value=255))
     _check(parser, bytes(raw))
+
+
+# --------------------------------------------------------------------------- surrogates
+
+#: strings with what the surrogate check looks at: backslashes, surrogates alone and paired
+tricky_text = st.lists(st.sampled_from(
+    ["\\", "u", "ud800", "udc00", "\ud83d", "\ude00", "\udbff", "\U0001f600", "é", "a"]),
+    max_size=6).map("".join)
+#: JSON values without NaN, which would be refused as invalid-json first
+tricky_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64) | tricky_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(tricky_text, inner, max_size=3),
+    max_leaves=10)
+
+
+def _holds_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return any("\ud800" <= c <= "\udfff" for c in value)
+    if isinstance(value, dict):
+        return any(_holds_surrogate(k) or _holds_surrogate(v) for k, v in value.items())
+    return isinstance(value, list) and any(_holds_surrogate(v) for v in value)
+
+
+@FUZZ
+@given(st.dictionaries(tricky_text, tricky_values, min_size=1, max_size=4),
+       st.sampled_from([*PARSERS, parse_submit_plugin]))
+def test_a_lone_surrogate_is_refused_as_invalid_utf8(value: dict[str, Any],
+                                                     parser: Parser) -> None:
+    """Refused as invalid-utf8 exactly when the decoded text holds a surrogate (a pair of
+    escapes decodes to one character), whether escaped or encoded as if a character."""
+    escaped = json.dumps(value)  # surrogates as escapes: a high one then a low one, a pair
+    raw = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    for payload, refused in ((escaped.encode(), _holds_surrogate(json.loads(escaped))),
+                             (raw, _holds_surrogate(value))):
+        try:
+            parser(payload, cluster="fz", received_at=1.8e9)
+        except ParseError as exc:
+            assert (exc.reason == "invalid-utf8") == refused, (payload, exc)
+        else:
+            assert not refused, payload

@@ -597,11 +597,30 @@ class TestEventlogRecord:
         ((LEGACY, None, "[1]", 1), "not-an-object", "R"),
         ((LEGACY, None, None, "ƒ0OIl"), "bad-jobid", "--id"),
         ((b"\xff\xfe", None, None, 1), "invalid-utf8", "eventlog"),
+        # a surrogate in a str could not be encoded into the record (was UnicodeEncodeError)
+        ((LEGACY + '{"timestamp":1552593350,"name":"x\ud800"}\n', None, None, 1),
+         "invalid-utf8", "eventlog holds a lone UTF-16 surrogate"),
+        ((LEGACY.encode() + rb'{"timestamp":1552593350,"name":"\udc00"}', None, None, 1),
+         "invalid-utf8", r"eventlog escapes a lone UTF-16 surrogate, which is not text "
+                         r"(\udc00 at byte 384)"),
     ])
     def test_build_errors(self, args: tuple[Any, ...], reason: str, field: str) -> None:
         with pytest.raises(ParseError) as err:
             build_eventlog_record(*args)
         assert (err.value.reason, field in err.value.message) == (reason, True)
+
+    @pytest.mark.parametrize("brk", ["\u2028", "\u2029", "\x85"])
+    def test_only_newline_ends_a_line(self, brk: str) -> None:
+        # RFC 18: one entry per "\n"-ended line. Other Unicode line breaks may stand raw in a
+        # JSON string (json.dumps(..., ensure_ascii=False) writes them so); "\r\n" is fine.
+        text = LEGACY.replace('"flags":0}', f'"flags":0,"note":"a{brk}b"}}')
+        for eventlog in (text, text.replace("\n", "\r\n")):
+            events = parse_eventlog_record(build_eventlog_record(eventlog, None, None, 1),
+                                           cluster=CLUSTER)
+            assert len(events) == 5 and events[0].context["note"] == f"a{brk}b"
+            with pytest.raises(ParseError) as err:  # still seen as a bare eventlog
+                parse_eventlog_record(eventlog.encode(), cluster=CLUSTER)
+            assert err.value.reason == "missing-field" and "--id" in err.value.message
 
     def test_bad_line_is_named(self) -> None:
         text = LEGACY + '{"timestamp":1552593350,"name":\n'

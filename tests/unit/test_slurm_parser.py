@@ -19,6 +19,7 @@ from pipeline.errors import ParseError
 from pipeline.model import CANONICAL_EVENTS, FACT_FIELDS, RESULTS, JobEvent, make_event_id
 from pipeline.parsers import parse_record, split_records
 from pipeline.parsers.slurm import parse_hook, parse_jobcomp, parse_sacct, parse_squeue
+from pipeline.parsers.slurm_common import decode_json
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 T = 1795312702.0  # 2026-11-22T01:58:22Z, submit time of the vector jobs
@@ -681,3 +682,53 @@ def test_hook_received_at_must_be_a_time() -> None:
     with pytest.raises(ParseError) as err:
         parse_hook(env, cluster="c", received_at=float("nan"))
     assert err.value.reason == "bad-time"
+
+
+# --------------------------------------------------------------------------- lone surrogates
+
+class TestSurrogates:
+    """A lone UTF-16 surrogate is no character (it could not be encoded downstream): refused
+    at parse time as ``invalid-utf8``, like bytes that are not UTF-8; a pair is one
+    character (parsers.surrogates, shared with the Flux parser)."""
+
+    @pytest.mark.parametrize(("fmt", "payload", "where"), [
+        ("slurm-jobcomp", _enc({**JOB2, "job_name": "?"}).replace(b'"?"', rb'"\ud800"'),
+         "jobcomp record escapes"),
+        ("slurm-jobcomp", b'{"jobid":2,"job_name":"\xc3\xa9\\uDC00"}\x00', r"\uDC00 at byte 25"),
+        ("slurm-squeue", b'{"jobs":[{"name":"x\\ude00\\ud83d"}]}', r"\ude00 at byte 19"),
+        ("slurm-sacct", b'{"jobs":[],"\\udbff":1}', r"\udbff at byte 12"),  # in a key
+        ("slurm-hook", b'{"SLURM_JOB_NAME":"\\\\\\ud800"}', r"\ud800 at byte 21"),
+        ("slurm-submit-plugin", b'{"kind":"submit","time":1,"job_id":5,"job_name":"\\ud83d"}',
+         "submit plugin line escapes"),
+    ])
+    def test_escape_of_a_lone_surrogate_is_refused(self, fmt: str, payload: bytes,
+                                                   where: str) -> None:
+        with pytest.raises(ParseError) as err:
+            parse_record(fmt, payload, cluster="c", received_at=T)
+        assert err.value.reason == "invalid-utf8"
+        assert "lone UTF-16 surrogate" in err.value.message and where in err.value.message
+
+    def test_encoded_surrogate_is_refused(self) -> None:
+        # "\ud800" encoded as if it were a character (CESU-8, WTF-8) is not UTF-8
+        with pytest.raises(ParseError) as err:
+            parse_jobcomp(b'{"jobid":2,"job_name":"\xed\xa0\x80"}', cluster="c")
+        assert err.value.reason == "invalid-utf8" and "byte 23" in err.value.message
+
+    @pytest.mark.parametrize(("text", "where"), [
+        ('{"jobid":2,"job_name":"é\\ud800"}', r"\ud800 at character 24"),
+        ('{"jobid":2,"job_name":"é\ud800"}', "holds a lone UTF-16 surrogate, which is not "
+                                             "text (character 24)"),
+    ])
+    def test_surrogate_in_text_given_as_str_is_refused(self, text: str, where: str) -> None:
+        with pytest.raises(ParseError) as err:
+            decode_json(text, what="jobcomp record")
+        assert err.value.reason == "invalid-utf8" and where in err.value.message
+
+    @pytest.mark.parametrize(("escaped", "name"), [
+        (r"\ud83d\ude00", "\U0001f600"),  # a pair: one character
+        (r"\\ud800\\udc00", r"\ud800\udc00"),  # escaped backslashes: plain text
+        (r"\ud7ff\ue000", "\ud7ff\ue000"),  # just outside the surrogates
+    ])
+    def test_pairs_and_look_alikes_are_accepted(self, escaped: str, name: str) -> None:
+        payload = _enc({**JOB2, "job_name": "?"}).replace(b'"?"', f'"{escaped}"'.encode())
+        assert {e.facts.get("job_name") for e in parse_jobcomp(payload, cluster="c")} == {name}
