@@ -33,6 +33,7 @@ from fastavro.schema import parse_schema
 from pipeline.avro_writer import Unsupported, Writer, compile_writer
 from pipeline.config import Config
 from pipeline.errors import ParseError, ServiceError
+from pipeline.jsontext import dumps_text
 from pipeline.model import JobEvent, RawRecord
 from pipeline.schemas import SchemaVersions, fingerprint, load_schema
 
@@ -267,12 +268,9 @@ def codecs_from_config(cfg: Config, registry: SchemaRegistryClient | None = None
 
 # -- the model <-> Avro dicts ---------------------------------------------------------
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-
 def _json_text(value: Any, what: str) -> str:
     try:
-        return _dumps(value)
+        return dumps_text(value)
     except (TypeError, ValueError) as exc:
         raise ParseError("invalid-record", f"JobEvent.{what} is not JSON: {exc}") from exc
 

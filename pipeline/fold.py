@@ -116,6 +116,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipeline.buckets import duration_bucket, gpu_bucket, size_bucket
+from pipeline.jsontext import dumps
 from pipeline.model import RESULTS, JobEvent, job_key
 
 __all__ = ["DOC_FIELDS", "JobFold", "doc_id", "event_order", "fold", "folds"]
@@ -251,9 +252,6 @@ def fold(events: Iterable[JobEvent]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- incremental
 
 
-_compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-
 #: ``json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)``, built once
 #: (``json.dumps`` with arguments builds a new encoder on every call)
 _canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
@@ -314,7 +312,7 @@ class JobFold:
         self.job_id_f58: str | None = None
         self._events: dict[str, JobEvent] = {}
         self._fps: dict[str, set[str]] = {}
-        self._json: dict[str, str] = {}  # event id -> its entry in to_json(), once made
+        self._json: dict[str, bytes] = {}  # event id -> its entry in to_json(), once made
         # the folded incarnation and the order of its last event; the events added since
         self._live: _Live | None = None
         self._new: list[JobEvent] = []
@@ -413,10 +411,9 @@ class JobFold:
         for ev in self.events():
             part = entries.get(ev.event_id)
             if part is None:
-                part = entries[ev.event_id] = _compact_json(self._entry(ev))
+                part = entries[ev.event_id] = dumps(self._entry(ev))
             parts.append(part)
-        head = _compact_json(self._head())
-        return f'{head[:-1]},"events":[{",".join(parts)}]}}'.encode()
+        return b"".join((dumps(self._head())[:-1], b',"events":[', b",".join(parts), b"]}"))
 
     def _head(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "scheduler": self.scheduler, "job_id": self.job_id,

@@ -22,6 +22,7 @@ from typing import Any, Final
 from pipeline.codec import AvroCodec, codecs_from_config, raw_from_avro
 from pipeline.config import Config
 from pipeline.errors import ParseError
+from pipeline.jsontext import dumps, dumps_text
 from pipeline.model import JobEvent, RawRecord
 
 __all__ = ["EXPIRE", "Wire", "decode_canonical", "encode_canonical", "encode_control",
@@ -30,11 +31,8 @@ __all__ = ["EXPIRE", "Wire", "decode_canonical", "encode_canonical", "encode_con
 #: Control word on the canonical topic: drop this key's state if the job is done.
 EXPIRE: Final = "expire"
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-
 def encode_canonical(ev: JobEvent) -> bytes:
-    return _dumps(ev.to_dict()).encode()
+    return dumps(ev.to_dict())
 
 
 #: Free-form payloads an event may lose to fit a message (the fold reads none of them).
@@ -52,7 +50,7 @@ def fit_event(ev: JobEvent, max_bytes: int) -> tuple[JobEvent, bytes]:
     if len(data) <= max_bytes:
         return ev, data
     names = sorted((n for n in DROPPABLE if getattr(ev, n) is not None),
-                   key=lambda n: len(_dumps(getattr(ev, n))), reverse=True)
+                   key=lambda n: len(dumps(getattr(ev, n))), reverse=True)
     dropped: list[str] = []
     for name in names:
         dropped.append(name)
@@ -66,7 +64,7 @@ def fit_event(ev: JobEvent, max_bytes: int) -> tuple[JobEvent, bytes]:
 
 
 def encode_control(word: str) -> bytes:
-    return _dumps({"control": word}).encode()
+    return dumps({"control": word})
 
 
 def decode_canonical(data: bytes) -> JobEvent | str:
@@ -92,9 +90,9 @@ class Wire:
         """An event dict (``JobEvent.to_dict`` shape, after anonymization) -> Avro bytes."""
         d = dict(event)
         for name in ("context", "facts"):
-            d[name] = _dumps(d.get(name) or {})
+            d[name] = dumps_text(d.get(name) or {})
         for name in ("jobspec", "R", "record"):
-            d[name] = None if d.get(name) is None else _dumps(d[name])
+            d[name] = None if d.get(name) is None else dumps_text(d[name])
         return self.codecs["events"].encode(d)
 
     def encode_state(self, doc: Mapping[str, Any]) -> bytes:

@@ -21,7 +21,6 @@ runner can keep its Kafka consumer alive (and stop) meanwhile.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -34,6 +33,7 @@ from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
 from pipeline.backoff import Backoff
 from pipeline.config import ElasticsearchConfig
 from pipeline.errors import SinkError
+from pipeline.jsontext import dumps
 from pipeline.metrics import SINK_BULK_ITEMS, SINK_BULK_SECONDS, SINK_RETRIES
 from pipeline.sink.converter import Action, Op
 
@@ -261,11 +261,8 @@ def _retryable(fn: Callable[[], T]) -> T:
         raise _Retryable(f"{type(exc).__name__}: {exc.message}") from exc
 
 
-_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-
 def _encode(action: Action) -> bytes:
-    return "".join(_json(line) + "\n" for line in action.operations()).encode()
+    return b"".join(dumps(line) + b"\n" for line in action.operations())
 
 
 def _describe(error: Any) -> tuple[str, str]:
