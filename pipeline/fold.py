@@ -108,7 +108,6 @@ Documents never carry scripts or environments (the parsers drop them; facts hold
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
@@ -116,7 +115,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipeline.buckets import duration_bucket, gpu_bucket, size_bucket
-from pipeline.jsontext import dumps
+from pipeline.jsontext import canonical, dumps
 from pipeline.model import RESULTS, JobEvent, job_key
 
 __all__ = ["DOC_FIELDS", "JobFold", "doc_id", "event_order", "fold", "folds"]
@@ -252,13 +251,8 @@ def fold(events: Iterable[JobEvent]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- incremental
 
 
-#: ``json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)``, built once
-#: (``json.dumps`` with arguments builds a new encoder on every call)
-_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
-
-
 def _fingerprint(ev: JobEvent) -> str:
-    text = _canonical([ev.event, repr(ev.timestamp), ev.source, ev.seq, ev.context, ev.facts])
+    text = canonical([ev.event, repr(ev.timestamp), ev.source, ev.seq, ev.context, ev.facts])
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
@@ -266,7 +260,7 @@ def _merge_maps(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     """Key-wise union; where both have a key, the larger canonical value (commutative)."""
     out = dict(a)
     for k, v in b.items():
-        if k not in out or _canonical(v) > _canonical(out[k]):
+        if k not in out or canonical(v) > canonical(out[k]):
             out[k] = v
     return out
 

@@ -6,24 +6,41 @@ of a bulk request. The standard library's encoder was a quarter of the jobs stag
 (BENCHMARKS.md); orjson writes the same text about ten times faster.
 
 Where the two differ: orjson writes a float below 1e-4 as ``1e-7`` (Python: ``1e-07``),
-and NaN and infinities as ``null`` (Python: ``NaN``, which no JSON reader need accept).
-Both read back as the same values. What orjson refuses (an integer beyond 64 bits,
+which reads back the same, and NaN and infinities as ``null`` (Python: ``NaN`` and
+``Infinity``, which are not JSON). What orjson refuses (an integer beyond 64 bits,
 nesting deeper than 255) is written by the standard library, so whatever encoded before
-still encodes. Text that is stored and compared byte for byte (event ids, a fold's
-fingerprints) keeps the standard library's encoder.
+still encodes.
+
+:func:`canonical` is text that is hashed and stored (a fold's fingerprints), so it must
+stay what the standard library wrote, byte for byte: orjson writes it, and whenever its
+text could differ (anything not ASCII or DEL, a float written with a negative exponent or
+below 1e-4, a value orjson does not take as plain JSON) the standard library writes it
+instead. Its values are the facts and context of events, read from JSON whose NaN and
+infinities the parsers refuse: orjson would write those as ``null``, and they are not
+looked for.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
 
-__all__ = ["dumps", "dumps_text"]
+__all__ = ["canonical", "dumps", "dumps_text"]
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS  # int, bool and None keys, as the standard library
 _stdlib = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+# dataclasses and dates are handed to _other, which refuses them: the standard library
+# writes them (as str), orjson would as objects and ISO text
+_CANONICAL_OPTIONS = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS
+                      | orjson.OPT_PASSTHROUGH_DATETIME)
+_stdlib_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
+#: where orjson's text may differ from the standard library's ASCII: a float below 1e-4
+#: (``1e-7``, ``0.00001``; Python: ``1e-07``, ``1e-05``), DEL (Python: ``\u007f``)
+_MAY_DIFFER = re.compile(rb"\de-|0\.0000|\x7f")
 
 
 def dumps(value: Any) -> bytes:
@@ -37,3 +54,19 @@ def dumps(value: Any) -> bytes:
 def dumps_text(value: Any) -> str:
     """:func:`dumps` as text."""
     return dumps(value).decode()
+
+
+def canonical(value: Any) -> str:
+    """``json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)``, the same
+    text (module docstring)."""
+    try:
+        text = orjson.dumps(value, default=_other, option=_CANONICAL_OPTIONS)
+    except orjson.JSONEncodeError:  # not str keys, big integers, deep nesting, other types
+        return _stdlib_canonical(value)
+    if not text.isascii() or _MAY_DIFFER.search(text):
+        return _stdlib_canonical(value)
+    return text.decode()
+
+
+def _other(value: Any) -> Any:
+    raise TypeError(type(value).__name__)
