@@ -38,9 +38,8 @@ _stdlib = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _CANONICAL_OPTIONS = (orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS
                       | orjson.OPT_PASSTHROUGH_DATETIME)
 _stdlib_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
-#: where orjson's text may differ from the standard library's ASCII: a float below 1e-4
-#: (``1e-7``, ``0.00001``; Python: ``1e-07``, ``1e-05``), DEL (Python: ``\u007f``)
-_MAY_DIFFER = re.compile(rb"\de-|0\.0000|\x7f")
+#: a float orjson writes with a negative exponent (``1e-7``; Python: ``1e-07``)
+_NEGATIVE_EXPONENT = re.compile(rb"\de-")
 
 
 def dumps(value: Any) -> bytes:
@@ -63,7 +62,10 @@ def canonical(value: Any) -> str:
         text = orjson.dumps(value, default=_other, option=_CANONICAL_OPTIONS)
     except orjson.JSONEncodeError:  # not str keys, big integers, deep nesting, other types
         return _stdlib_canonical(value)
-    if not text.isascii() or _MAY_DIFFER.search(text):
+    # where its text may differ: not ASCII, DEL (Python: \u007f), a float below 1e-4
+    # (``0.00001``, ``1e-7``; Python: ``1e-05``, ``1e-07``); ``in`` first, a regex is slower
+    if (not text.isascii() or b"\x7f" in text or b"0.0000" in text
+            or (b"e-" in text and _NEGATIVE_EXPONENT.search(text))):
         return _stdlib_canonical(value)
     return text.decode()
 
