@@ -115,7 +115,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipeline.buckets import duration_bucket, gpu_bucket, size_bucket
-from pipeline.jsontext import canonical, dumps
+from pipeline.jsontext import canonical, dumps_text
 from pipeline.model import RESULTS, JobEvent, job_key
 
 __all__ = ["DOC_FIELDS", "JobFold", "doc_id", "event_order", "fold", "folds"]
@@ -306,7 +306,7 @@ class JobFold:
         self.job_id_f58: str | None = None
         self._events: dict[str, JobEvent] = {}
         self._fps: dict[str, set[str]] = {}
-        self._json: dict[str, bytes] = {}  # event id -> its entry in to_json(), once made
+        self._json: dict[str, str] = {}  # event id -> its entry in to_json(), once made
         # the folded incarnation and the order of its last event; the events added since
         self._live: _Live | None = None
         self._new: list[JobEvent] = []
@@ -405,9 +405,10 @@ class JobFold:
         for ev in self.events():
             part = entries.get(ev.event_id)
             if part is None:
-                part = entries[ev.event_id] = dumps(self._entry(ev))
+                part = entries[ev.event_id] = dumps_text(self._entry(ev))
             parts.append(part)
-        return b"".join((dumps(self._head())[:-1], b',"events":[', b",".join(parts), b"]}"))
+        head = dumps_text(self._head())
+        return f'{head[:-1]},"events":[{",".join(parts)}]}}'.encode()
 
     def _head(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "scheduler": self.scheduler, "job_id": self.job_id,

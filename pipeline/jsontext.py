@@ -43,7 +43,11 @@ _NEGATIVE_EXPONENT = re.compile(rb"\de-")
 
 
 def dumps(value: Any) -> bytes:
-    """``value`` as compact UTF-8 JSON; TypeError (or ValueError) if it is not JSON."""
+    """``value`` as compact UTF-8 JSON; TypeError (or ValueError) if it is not JSON.
+
+    The bytes keep the buffer orjson wrote them in, 4 KiB however short the text: what is
+    kept for long (a fold's entries) goes through :func:`dumps_text`, a str of its size.
+    """
     try:
         return orjson.dumps(value, option=_OPTIONS)
     except orjson.JSONEncodeError:

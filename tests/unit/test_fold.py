@@ -719,3 +719,22 @@ def test_slurm_job_seen_only_by_its_prolog_hook_has_started() -> None:
     assert doc["state"] == "running"
     assert doc["t_start"] == doc["t_alloc"] == 1_000_000
     assert doc["ncores"] == 1
+
+
+def test_a_folds_kept_json_costs_about_its_length() -> None:
+    """The entries ``to_json`` keeps are texts of their own size, not encoder buffers
+    (orjson's bytes keep 4 KiB each, whatever their length)."""
+    import tracemalloc
+
+    jf = JobFold()
+    for e in flux_life():
+        jf.add(e)
+    tracemalloc.start()
+    try:
+        jf._json.clear()  # noqa: SLF001 -- encoded again below, traced
+        before = tracemalloc.get_traced_memory()[0]
+        text = jf.to_json()
+        kept = tracemalloc.get_traced_memory()[0] - before - len(text)
+    finally:
+        tracemalloc.stop()
+    assert kept < 3 * len(text)
