@@ -58,8 +58,9 @@ def test_non_finite_floats_are_null() -> None:
 
 _stdlib_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
 
-floats = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from([1e-5, 1e-7, 1.5e-300, 1e16, 1.5e16, 1e22, 0.0001,
-                                        123456789.123, 5e-324, -0.0, 1764273600.123456])
+floats = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
+    [1e-5, 1e-7, 1.5e-300, 1e16, 1.5e16, 1e22, 0.0001, 123456789.123, 5e-324, -0.0,
+     1764273600.123456])
 any_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text() | floats,
     lambda inner: st.lists(inner, max_size=5) | st.tuples(inner, inner)
