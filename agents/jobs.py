@@ -93,12 +93,15 @@ def job_partition(key: bytes, partitions: int) -> int:
 
 
 def topic_partitions(consumer: Any, topic: str) -> int | None:
-    """The number of partitions of ``topic`` in the consumer's metadata (None: not known
-    yet). Not Faust's ``Consumer.topic_partitions``: that reads the group coordinator's
-    snapshot of the subscription, which only the group's leader fills, so every other
-    worker would re-key all its records through the canonical topic."""
-    partitions = consumer._thread._ensure_consumer().partitions_for_topic(topic)  # noqa: SLF001
-    return len(partitions) if partitions else None
+    """The number of partitions of ``topic`` (None: not known yet). Faust's
+    ``Consumer.topic_partitions`` reads the group coordinator's snapshot of the
+    subscription, which only the group's leader fills; every other worker asks the
+    consumer's metadata, or it would re-key all its records through the canonical topic."""
+    count: int | None = consumer.topic_partitions(topic)
+    if count is None:
+        partitions = consumer._thread._ensure_consumer().partitions_for_topic(topic)  # noqa: SLF001
+        count = len(partitions) if partitions else None
+    return count
 
 
 @contextmanager

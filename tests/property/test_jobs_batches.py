@@ -105,8 +105,7 @@ class Outputs:
 
 
 def worker() -> Any:
-    aio = SimpleNamespace(partitions_for_topic=lambda topic: set(range(PARTITIONS)))
-    consumer = SimpleNamespace(_thread=SimpleNamespace(_ensure_consumer=lambda: aio))
+    consumer = SimpleNamespace(topic_partitions=lambda topic: PARTITIONS)
     return SimpleNamespace(
         cfg=CFG, wire=WIRE, app=SimpleNamespace(consumer=consumer),
         raw=SimpleNamespace(get_topic_name=lambda: RAW),

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
+from agents.jobs import topic_partitions
 from agents.normalize import RecentIds
 from agents.states import JobStates, decode_state, encode_state
 from agents.watchdog import PartitionProgress, stalled
@@ -185,3 +187,16 @@ def test_behind_counts_the_records_waiting_past_the_batch_by_the_high_watermarks
     assert stage.behind()
     del ends[("raw", 0)]  # revoked: its records are someone else's now
     assert not stage.behind()
+
+
+def test_every_worker_knows_the_raw_topics_partitions() -> None:
+    """Faust's count is the group leader's alone; another worker reads the consumer's
+    metadata (or it would re-key every record through the canonical topic)."""
+    def consumer(leader: int | None, metadata: set[int] | None) -> SimpleNamespace:
+        aio = SimpleNamespace(partitions_for_topic=lambda topic: metadata)
+        return SimpleNamespace(topic_partitions=lambda topic: leader,
+                               _thread=SimpleNamespace(_ensure_consumer=lambda: aio))
+
+    assert topic_partitions(consumer(4, None), "raw") == 4
+    assert topic_partitions(consumer(None, {0, 1, 2, 3}), "raw") == 4
+    assert topic_partitions(consumer(None, None), "raw") is None
