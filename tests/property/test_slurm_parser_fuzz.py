@@ -16,6 +16,7 @@ from typing import Any
 from datafiles import vector
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from surrogates import holds_surrogate
 
 from pipeline.errors import ParseError
 from pipeline.model import CANONICAL_EVENTS, FACT_FIELDS, JobEvent
@@ -219,14 +220,6 @@ tricky_values = st.recursive(
     max_leaves=10)
 
 
-def _holds_surrogate(value: Any) -> bool:
-    if isinstance(value, str):
-        return any("\ud800" <= c <= "\udfff" for c in value)
-    if isinstance(value, dict):
-        return any(_holds_surrogate(k) or _holds_surrogate(v) for k, v in value.items())
-    return isinstance(value, list) and any(_holds_surrogate(v) for v in value)
-
-
 @FUZZ
 @given(st.dictionaries(tricky_text, tricky_values, min_size=1, max_size=4),
        st.sampled_from([*PARSERS, parse_submit_plugin]))
@@ -236,8 +229,8 @@ def test_a_lone_surrogate_is_refused_as_invalid_utf8(value: dict[str, Any],
     escapes decodes to one character), whether escaped or encoded as if a character."""
     escaped = json.dumps(value)  # surrogates as escapes: a high one then a low one, a pair
     raw = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
-    for payload, refused in ((escaped.encode(), _holds_surrogate(json.loads(escaped))),
-                             (raw, _holds_surrogate(value))):
+    for payload, refused in ((escaped.encode(), holds_surrogate(json.loads(escaped))),
+                             (raw, holds_surrogate(value))):
         try:
             parser(payload, cluster="fz", received_at=1.8e9)
         except ParseError as exc:
