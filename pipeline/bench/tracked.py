@@ -67,8 +67,9 @@ class TrackedResult:
 
 def pending_jobs(jobs: int, seed: int) -> Iterator[GeneratedRecord]:
     """The first record (submit: Flux ``submit`` response, Slurm pending ``squeue``) of each
-    of ``jobs`` synthetic jobs with distinct ids."""
-    start = float(int(time.time()))
+    of ``jobs`` synthetic jobs with distinct ids, submitted over the ``jobs`` seconds before
+    now (a queue that built up; the worker refuses events dated more than a day ahead)."""
+    start = float(int(time.time())) - jobs
     done = 0
     chunk_no = 0
     while done < jobs:
@@ -276,6 +277,11 @@ def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float
                     if time.monotonic() > deadline:
                         raise ServiceError(f"the worker did not catch up within {timeout:.0f} s")
                     time.sleep(_POLL_S)
+                refused = _ends(positions, [cfg.topics.dlq])
+                if refused:
+                    raise ServiceError(
+                        f"the worker sent {refused} of the jobs' records to the DLQ: it does "
+                        f"not track {jobs} jobs (log: {f.workers[0].log})")
             f.rss.sample()
             seconds = time.monotonic() - started
             worker_peak, worker_end = f.rss.peak.get("worker-0"), f.rss.last.get("worker-0")

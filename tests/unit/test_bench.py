@@ -4,6 +4,7 @@ documents are judged, the latency quantiles, the tracked-jobs generator."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -76,6 +77,15 @@ def test_tracked_jobs_have_distinct_ids_across_chunks(monkeypatch: pytest.Monkey
     keys = [r.key for r in records]
     assert len(keys) == len(set(keys)) == 130
     assert {r.format for r in records} == {"flux-journal", "slurm-squeue"}
+
+
+def test_tracked_jobs_were_submitted_before_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the worker refuses events dated more than a day ahead: the jobs of a long queue
+    # must all lie in the past, or most of a million would never be tracked
+    monkeypatch.setattr(tracked, "CHUNK", 40)
+    before = time.time()
+    records = list(tracked.pending_jobs(130, seed=5))
+    assert all(before - 131 <= r.time <= time.time() for r in records)
 
 
 @pytest.mark.parametrize("flux", [True, False])
