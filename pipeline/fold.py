@@ -109,6 +109,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import weakref
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -297,7 +298,7 @@ class JobFold:
     """
 
     __slots__ = ("cluster", "scheduler", "job_id", "job_id_f58", "_events", "_fps", "_json",
-                 "_live", "_new")
+                 "_live", "_new", "__weakref__")
 
     def __init__(self) -> None:
         self.cluster: str | None = None
@@ -574,7 +575,10 @@ class _Incarnation:
     """Applies the ordered events of one incarnation and renders its document."""
 
     def __init__(self, jf: JobFold, number: int, revision: int, *, split_runs: bool) -> None:
-        self.jf = jf
+        # weak: the fold keeps its live incarnation (JobFold._live), and a cycle would keep
+        # every fold the worker's cache let go until a full collection, which the worker's
+        # thresholds make rare (agents/cli.py): 2 KiB and more per job it ever folded
+        self._jf = weakref.ref(jf)
         self.number = number
         self.revision = revision
         self.split_runs = split_runs
@@ -591,6 +595,12 @@ class _Incarnation:
         self.updated_at = -math.inf
         # the latest run ended in a requeue and was closed: later events cannot continue it
         self.interrupted = False
+
+    @property
+    def jf(self) -> JobFold:
+        jf = self._jf()
+        assert jf is not None, "an incarnation outlived its fold"
+        return jf
 
     def fold(self, events: list[JobEvent]) -> dict[str, Any]:
         starts = sorted({s for ev in events if (s := _submit_time(ev)) is not None})

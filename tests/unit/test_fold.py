@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +169,24 @@ def test_documents_kept_up_event_by_event_equal_the_whole_fold() -> None:
         for n, e in enumerate(events, 1):
             jf.add(e)
             assert jf.documents() == fold(events[:n]), events[n - 1].event
+
+
+def test_a_fold_let_go_is_freed_by_reference_counting() -> None:
+    """The worker's cache lets folds go; its collector thresholds make full collections
+    rare (agents/cli.py), so a fold in a reference cycle would stay in memory."""
+    gc.disable()
+    try:
+        for events in (flux_life(until="start"), flux_life()):
+            jf = JobFold()
+            for e in events:
+                jf.add(e)
+                jf.documents()
+            jf.to_json()
+            gone = weakref.ref(jf)
+            del jf
+            assert gone() is None
+    finally:
+        gc.enable()
 
 
 def test_pending_job_has_no_run_fields() -> None:
