@@ -117,26 +117,52 @@ def as_current(event: Any) -> Iterator[None]:
 
 
 class ActiveJobs:
-    """In-memory view of this worker's jobs for snapshots and expiry: key -> summary.
+    """In-memory view of this worker's jobs for snapshots and expiry: per partition, job
+    key -> summary, and the time each done job was first seen done.
 
-    Rebuilt from the table whenever partitions move; updated as states change.
+    Rebuilt from the table whenever partitions move; updated as states change. A worker
+    may track a million pending jobs: a summary is all a job costs here (~250 bytes with
+    its key), its strings shared (:func:`pipeline.snapshots.summarize`).
     """
 
     def __init__(self) -> None:
-        self.jobs: dict[bytes, tuple[int, JobSummary, float | None]] = {}
+        self.by_partition: dict[int, dict[bytes, JobSummary]] = {}
+        self.done: dict[bytes, tuple[int, float]] = {}  # key -> (partition, done since)
         self.partitions: set[int] = set()
         self.stale = True
 
+    def __len__(self) -> int:
+        return sum(map(len, self.by_partition.values()))
+
     def update(self, key: bytes, partition: int, summary: JobSummary, now: float) -> None:
-        previous = self.jobs.get(key)
-        done_since = None
+        self.by_partition.setdefault(partition, {})[key] = summary
         if summary.state == "done":
-            done_since = previous[2] if previous and previous[2] is not None else now
-        self.jobs[key] = (partition, summary, done_since)
+            self.done.setdefault(key, (partition, now))
+        else:
+            self.done.pop(key, None)
+
+    def forget(self, key: bytes) -> None:
+        """A job expired: it leaves the view."""
+        self.done.pop(key, None)
+        for jobs in self.by_partition.values():
+            jobs.pop(key, None)
+
+    def keep(self, partitions: set[int]) -> None:
+        """Forget the jobs of every other partition."""
+        self.by_partition = {p: jobs for p, jobs in self.by_partition.items()
+                             if p in partitions}
+        self.done = {k: v for k, v in self.done.items() if v[0] in partitions}
+
+    def tracks(self, key: bytes, partition: int) -> bool:
+        return key in self.by_partition.get(partition, ())
+
+    def summaries(self, partitions: set[int]) -> Iterator[JobSummary]:
+        for p in partitions:
+            yield from self.by_partition.get(p, {}).values()
 
     def expired(self, now: float, grace_s: float) -> list[bytes]:
-        return [k for k, (p, _, done) in self.jobs.items()
-                if done is not None and now - done >= grace_s and p in self.partitions]
+        return [k for k, (p, done) in self.done.items()
+                if now - done >= grace_s and p in self.partitions]
 
 
 class Batch:
@@ -326,7 +352,7 @@ class JobsStage:
         done = self.states.get(key)
         if done is not None and done.done:
             self.states.delete(key)
-            self.active.jobs.pop(key, None)
+            self.active.forget(key)
             self.outputs.send(self.topics.state, key, None)
             self._sent[self.topics.state].inc()
             await self.outputs.flush()
@@ -379,11 +405,10 @@ def register(worker: Worker) -> None:
                     if tp.topic == stage.canonical}
         if assigned != active.partitions or active.stale:
             _rebuild(active, worker, assigned)
-        jobs = (s for p, s, _ in active.jobs.values() if p in assigned)
-        snaps = build_snapshots(jobs, time.time(), worker.name, assigned,
+        snaps = build_snapshots(active.summaries(assigned), time.time(), worker.name, assigned,
                                 cfg.worker.snapshot_interval_s)
         logger.info("queue snapshots: partitions=%s jobs=%d queues=%d", sorted(assigned),
-                    len(active.jobs), len(snaps))
+                    len(active), len(snaps))
         for snap in snaps:
             key = f"{snap['cluster']}:{snap['queue']}".encode()
             worker.outputs.send(cfg.topics.snapshots, key, worker.wire.encode_snapshot(snap))
@@ -405,13 +430,16 @@ def _rebuild(active: ActiveJobs, worker: Worker, assigned: set[int]) -> None:
     """
     now = time.time()
     partitions = worker.cfg.kafka.partitions
-    active.jobs = {k: v for k, v in active.jobs.items() if v[0] in assigned}
+    active.keep(assigned)
     for key, value in worker.jobs.items():
+        partition = job_partition(key, partitions)
+        if active.tracks(key, partition):
+            continue
         state = decode_state(value)
-        if key in active.jobs or state is None:
+        if state is None:
             continue
         docs = JobFold.from_dict(state).documents()
         if docs:
-            active.update(key, job_partition(key, partitions), summarize(docs[-1]), now)
+            active.update(key, partition, summarize(docs[-1]), now)
     active.partitions = assigned
     active.stale = False

@@ -17,6 +17,7 @@ under :data:`UNKNOWN_REASON`, so the reasons of a queue add up to its pending jo
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -54,16 +55,19 @@ def summarize(doc: Mapping[str, Any]) -> JobSummary:
             value = doc.get(asked)
         return int(value or 0)
 
+    reason = doc.get("pending_reason")
+    # interned: a worker keeps a summary per tracked job, and a million jobs share a few
+    # clusters, queues, states and reasons
     return JobSummary(
-        cluster=str(doc.get("cluster", "")),
-        queue=str(doc.get("queue") or DEFAULT_QUEUE),
-        state=str(doc.get("state", "pending")),
+        cluster=sys.intern(str(doc.get("cluster", ""))),
+        queue=sys.intern(str(doc.get("queue") or DEFAULT_QUEUE)),
+        state=sys.intern(str(doc.get("state", "pending"))),
         nodes=max(count("nnodes", "nodes_req"), 1) if doc.get("state") != "done" else 0,
         cores=count("ncores", "cores_req"),
         gpus=count("ngpus", "gpus_req"),
         t_submit_ms=doc.get("t_submit"),
         timelimit_s=doc.get("timelimit_s"),
-        reason=doc.get("pending_reason"),
+        reason=None if reason is None else sys.intern(str(reason)),
     )
 
 

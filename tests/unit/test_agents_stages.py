@@ -9,13 +9,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from agents.jobs import topic_partitions
+from agents.jobs import ActiveJobs, topic_partitions
 from agents.normalize import RecentIds
 from agents.states import JobStates, decode_state, encode_state
 from agents.watchdog import PartitionProgress, stalled
 from pipeline.config import Config
 from pipeline.fold import JobFold
 from pipeline.model import JobEvent
+from pipeline.snapshots import JobSummary, summarize
 from pipeline.topics import RAW_MAX_MESSAGE_BYTES, topic_specs
 from pipeline.wire import encode_canonical
 
@@ -200,3 +201,33 @@ def test_every_worker_knows_the_raw_topics_partitions() -> None:
     assert topic_partitions(consumer(4, None), "raw") == 4
     assert topic_partitions(consumer(None, {0, 1, 2, 3}), "raw") == 4
     assert topic_partitions(consumer(None, None), "raw") is None
+
+
+def _summary(state: str, cores: int = 1) -> JobSummary:
+    return summarize(json.loads(json.dumps(
+        {"cluster": "c", "queue": "batch", "state": state, "cores_req": cores,
+         "pending_reason": "Priority" if state == "pending" else None})))
+
+
+def test_active_jobs_by_partition_and_done_since() -> None:
+    active = ActiveJobs()
+    active.update(b"a", 0, _summary("pending"), now=10.0)
+    active.update(b"b", 1, _summary("done"), now=11.0)
+    active.update(b"b", 1, _summary("done", cores=2), now=20.0)  # done since its first
+    active.update(b"c", 2, _summary("done"), now=12.0)
+    active.partitions = {0, 1, 2}
+    assert len(active) == 3 and active.tracks(b"b", 1) and not active.tracks(b"b", 0)
+    assert active.expired(now=16.0, grace_s=4.0) == [b"b", b"c"]
+    active.update(b"c", 2, _summary("running"), now=13.0)  # requeued: not done any more
+    assert active.expired(now=100.0, grace_s=4.0) == [b"b"]
+    assert sorted(s.cores for s in active.summaries({1, 2})) == [1, 2]
+    active.keep({0, 2})
+    assert len(active) == 2 and active.expired(now=100.0, grace_s=4.0) == []
+    active.forget(b"a")
+    assert [s.state for s in active.summaries({0, 1, 2})] == ["running"]
+
+
+def test_summaries_share_their_strings() -> None:
+    one, two = _summary("pending"), _summary("pending")
+    assert one.cluster is two.cluster and one.queue is two.queue
+    assert one.state is two.state and one.reason is two.reason
