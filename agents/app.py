@@ -31,7 +31,14 @@ from pipeline.logrepeat import RepeatFilter
 from pipeline.topics import Replication, canonical_topic, replication_from
 from pipeline.wire import Wire
 
-__all__ = ["Runner", "Worker", "create_app", "internal_topics"]
+__all__ = ["STORE_OPTIONS", "Runner", "Worker", "create_app", "internal_topics"]
+
+#: Each partition of the jobs table has a RocksDB of its own, each with these buffers:
+#: Faust's defaults (2 GiB block cache, 3 x 64 MiB memtables) let a worker grow by ~1.5 KiB
+#: per job it tracks, to gigabytes. A job state is ~1 KiB: small buffers do. A table's
+#: store takes them as its ``options`` (an app's ``store_options`` is no Faust setting).
+STORE_OPTIONS = {"block_cache_size": 16 * 1024 * 1024, "write_buffer_size": 8 * 1024 * 1024,
+                 "max_write_buffer_number": 2}
 
 
 @dataclass
@@ -109,11 +116,6 @@ def create_app(cfg: Config, *, name: str | None = None,
         # where it listens and what it serves: agents.web
         **faust_web_settings(cfg, access),
         table_standby_replicas=0,
-        # Every partition has a RocksDB of its own, each with these buffers: Faust's
-        # defaults (2 GiB block cache, 3 x 64 MiB memtables) would let one worker grow to
-        # gigabytes as the jobs it tracks grow. A job state is ~1 KiB: small buffers do.
-        store_options={"block_cache_size": 16 * 1024 * 1024,
-                       "write_buffer_size": 8 * 1024 * 1024, "max_write_buffer_number": 2},
         stream_wait_empty=True,
         # Faust's producer writes nothing of the stream: the outputs and the table's
         # changelog go through agents.outputs (confluent-kafka, idempotent). Should Faust
@@ -138,7 +140,8 @@ def create_app(cfg: Config, *, name: str | None = None,
     # goes through the outputs (agents.table)
     table = app.tables.add(JobsTable(
         app, outputs=outputs, name="jobs", default=None, partitions=cfg.kafka.partitions,
-        key_type=bytes, value_type=bytes, extra_topic_configs=topic_config))
+        key_type=bytes, value_type=bytes, extra_topic_configs=topic_config,
+        options=dict(STORE_OPTIONS)))
     worker = Worker(
         cfg=cfg, app=app, name=worker_name, raw=raw_topic, canonical=canonical, jobs=table,
         outputs=outputs,

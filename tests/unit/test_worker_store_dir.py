@@ -15,3 +15,11 @@ def test_create_app_makes_the_parents_of_a_new_store_dir(tmp_path: Path) -> None
     worker = create_app(cfg)
     assert store.parent.is_dir()
     assert Path(worker.app.conf.datadir) == store
+
+
+def test_the_jobs_table_store_has_small_buffers(tmp_path: Path) -> None:
+    cfg = Config().replace(kafka={"replication_factor": 1},
+                           worker={"store_dir": str(tmp_path / "store"), "app_id": "buffers"})
+    options = create_app(cfg).jobs.data.rocksdb_options
+    assert (options.block_cache_size, options.write_buffer_size,
+            options.max_write_buffer_number) == (16 * 2**20, 8 * 2**20, 2)
