@@ -37,7 +37,7 @@ __all__ = ["STORE_OPTIONS", "Runner", "Worker", "create_app", "internal_topics"]
 #: Faust's defaults (2 GiB block cache, 3 x 64 MiB memtables) let a worker grow by ~1.5 KiB
 #: per job it tracks, to gigabytes. A job state is ~1 KiB: small buffers do. A table's
 #: store takes them as its ``options`` (an app's ``store_options`` is no Faust setting).
-STORE_OPTIONS = {"block_cache_size": 16 * 1024 * 1024, "write_buffer_size": 8 * 1024 * 1024,
+STORE_OPTIONS = {"block_cache_size": 8 * 1024 * 1024, "write_buffer_size": 8 * 1024 * 1024,
                  "max_write_buffer_number": 2}
 
 

@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import struct
 import time
 import weakref
 from collections import Counter
@@ -118,24 +120,31 @@ def as_current(event: Any) -> Iterator[None]:
 
 class ActiveJobs:
     """In-memory view of this worker's jobs for snapshots and expiry: per partition, job
-    key -> summary, and the time each done job was first seen done.
+    key -> packed summary, and the time each done job was first seen done.
 
     Rebuilt from the table whenever partitions move; updated as states change. A worker
-    may track a million pending jobs: a summary is all a job costs here (~250 bytes with
-    its key), its strings shared (:func:`pipeline.snapshots.summarize`).
+    may track a million pending jobs, so a job costs here its key and 80 bytes of packed
+    summary, its strings numbered once for all jobs: ~200 bytes, against ~290 for a
+    :class:`JobSummary` of its own (BENCHMARKS.md).
     """
 
+    #: cluster, queue, state, reason (numbers of their strings); nodes, cores, gpus;
+    #: t_submit_ms (-1: none), timelimit_s (NaN: none)
+    _PACKED = struct.Struct("<IIIIqqqqd")
+
     def __init__(self) -> None:
-        self.by_partition: dict[int, dict[bytes, JobSummary]] = {}
+        self.by_partition: dict[int, dict[bytes, bytes]] = {}
         self.done: dict[bytes, tuple[int, float]] = {}  # key -> (partition, done since)
         self.partitions: set[int] = set()
         self.stale = True
+        self._strings: list[str | None] = []
+        self._numbers: dict[str | None, int] = {}
 
     def __len__(self) -> int:
         return sum(map(len, self.by_partition.values()))
 
     def update(self, key: bytes, partition: int, summary: JobSummary, now: float) -> None:
-        self.by_partition.setdefault(partition, {})[key] = summary
+        self.by_partition.setdefault(partition, {})[key] = self._pack(summary)
         if summary.state == "done":
             self.done.setdefault(key, (partition, now))
         else:
@@ -157,12 +166,31 @@ class ActiveJobs:
         return key in self.by_partition.get(partition, ())
 
     def summaries(self, partitions: set[int]) -> Iterator[JobSummary]:
+        strings, unpack = self._strings, self._PACKED.unpack
         for p in partitions:
-            yield from self.by_partition.get(p, {}).values()
+            for packed in self.by_partition.get(p, {}).values():
+                c, q, s, r, nodes, cores, gpus, submit, limit = unpack(packed)
+                yield JobSummary(strings[c], strings[q], strings[s], nodes, cores, gpus,  # type: ignore[arg-type]
+                                 None if submit < 0 else submit,
+                                 None if math.isnan(limit) else limit, strings[r])
 
     def expired(self, now: float, grace_s: float) -> list[bytes]:
         return [k for k, (p, done) in self.done.items()
                 if now - done >= grace_s and p in self.partitions]
+
+    def _pack(self, s: JobSummary) -> bytes:
+        number = self._number
+        return self._PACKED.pack(
+            number(s.cluster), number(s.queue), number(s.state), number(s.reason),
+            s.nodes, s.cores, s.gpus, -1 if s.t_submit_ms is None else s.t_submit_ms,
+            math.nan if s.timelimit_s is None else s.timelimit_s)
+
+    def _number(self, text: str | None) -> int:
+        n = self._numbers.get(text)
+        if n is None:
+            n = self._numbers[text] = len(self._strings)
+            self._strings.append(text)
+        return n
 
 
 class Batch:

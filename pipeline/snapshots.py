@@ -17,10 +17,8 @@ under :data:`UNKNOWN_REASON`, so the reasons of a queue add up to its pending jo
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["UNKNOWN_REASON", "JobSummary", "align", "build_snapshots", "summarize"]
 
@@ -30,9 +28,9 @@ DEFAULT_QUEUE = "default"
 UNKNOWN_REASON = "unknown"
 
 
-@dataclass(frozen=True, slots=True)
-class JobSummary:
-    """The few numbers of one job document that snapshots need (kept in memory)."""
+class JobSummary(NamedTuple):
+    """The few numbers of one job document that snapshots need (kept in memory, packed:
+    agents.jobs.ActiveJobs; a tuple, cheap to make again from them)."""
 
     cluster: str
     queue: str
@@ -56,18 +54,16 @@ def summarize(doc: Mapping[str, Any]) -> JobSummary:
         return int(value or 0)
 
     reason = doc.get("pending_reason")
-    # interned: a worker keeps a summary per tracked job, and a million jobs share a few
-    # clusters, queues, states and reasons
     return JobSummary(
-        cluster=sys.intern(str(doc.get("cluster", ""))),
-        queue=sys.intern(str(doc.get("queue") or DEFAULT_QUEUE)),
-        state=sys.intern(str(doc.get("state", "pending"))),
+        cluster=str(doc.get("cluster", "")),
+        queue=str(doc.get("queue") or DEFAULT_QUEUE),
+        state=str(doc.get("state", "pending")),
         nodes=max(count("nnodes", "nodes_req"), 1) if doc.get("state") != "done" else 0,
         cores=count("ncores", "cores_req"),
         gpus=count("ngpus", "gpus_req"),
         t_submit_ms=doc.get("t_submit"),
         timelimit_s=doc.get("timelimit_s"),
-        reason=None if reason is None else sys.intern(str(reason)),
+        reason=None if reason is None else str(reason),
     )
 
 

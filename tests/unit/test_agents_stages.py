@@ -227,7 +227,11 @@ def test_active_jobs_by_partition_and_done_since() -> None:
     assert [s.state for s in active.summaries({0, 1, 2})] == ["running"]
 
 
-def test_summaries_share_their_strings() -> None:
-    one, two = _summary("pending"), _summary("pending")
-    assert one.cluster is two.cluster and one.queue is two.queue
-    assert one.state is two.state and one.reason is two.reason
+def test_active_jobs_give_back_the_summaries_they_were_given() -> None:
+    active = ActiveJobs()
+    given = [_summary("pending"), _summary("running", cores=7),
+             JobSummary("c", "debug", "pending", 1, 2, 0, None, None, None),
+             JobSummary("d", "batch", "done", 0, 2**40, 3, 1795870686123, 0.5, "x")]
+    for n, summary in enumerate(given):
+        active.update(bytes([n]), n % 2, summary, now=0.0)
+    assert sorted(active.summaries({0, 1})) == sorted(given, key=tuple)
