@@ -46,6 +46,8 @@ CHUNK = 10_000
 _POLL_S = 0.5
 #: the edges publishing nothing for this long have failed
 _STALL_S = 120.0
+#: the oldest submit time of the tracked jobs (the workload's ids start on 2026-01-01)
+_SPAN_MAX_S = 90 * 86400
 
 
 @dataclass
@@ -67,9 +69,10 @@ class TrackedResult:
 
 def pending_jobs(jobs: int, seed: int) -> Iterator[GeneratedRecord]:
     """The first record (submit: Flux ``submit`` response, Slurm pending ``squeue``) of each
-    of ``jobs`` synthetic jobs with distinct ids, submitted over the ``jobs`` seconds before
-    now (a queue that built up; the worker refuses events dated more than a day ahead)."""
-    start = float(int(time.time())) - jobs
+    of ``jobs`` synthetic jobs with distinct ids, submitted over the ``jobs`` seconds (at
+    most 90 days) before now: a queue that built up (the worker refuses events dated more
+    than a day ahead)."""
+    start = float(int(time.time())) - min(jobs, _SPAN_MAX_S)
     done = 0
     chunk_no = 0
     while done < jobs:
