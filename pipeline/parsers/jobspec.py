@@ -45,6 +45,9 @@ PRIVATE_PATHS: tuple[tuple[str, ...], ...] = (
 )
 #: V1 graphs are at most node > slot > core; deeper trees are refused rather than recursed.
 _MAX_DEPTH = 16
+#: counts are 64-bit everywhere downstream (Avro ``long``, the worker's summaries): a tree
+#: whose counts multiply past it is refused, not folded into a state that cannot be written
+_MAX_COUNT = 2**63 - 1
 
 
 def _bad(message: str) -> ParseError:
@@ -183,6 +186,8 @@ def _add_counts(level: Any, multiplier: int, depth: int, where: str,
         n = multiplier * _count(vertex, here)
         if kind in totals:
             totals[kind] += n
+        if n > _MAX_COUNT or totals.get(kind, 0) > _MAX_COUNT:
+            raise _bad(f"{here}.count multiplies to more than 2**63 - 1 {kind} resources")
         if "with" in vertex:
             _add_counts(vertex["with"], n, depth + 1, here + ".with", totals)
 

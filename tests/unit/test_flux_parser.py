@@ -287,6 +287,10 @@ class TestJobspec:
         ({"resources": [{"type": "node", "count": True}]}, "resources[0].count"),
         ({"resources": [{"count": 1}]}, "resources[0].type"),
         ({"resources": [{"type": "slot", "count": 1, "with": [3]}]}, "resources[0].with[0]"),
+        ({"resources": [{"type": "node", "count": 2**32, "with": [
+            {"type": "core", "count": 2**32}]}]}, "resources[0].with[0].count multiplies"),
+        ({"resources": [{"type": "core", "count": 2**62}, {"type": "core", "count": 2**62}]},
+         "resources[1].count multiplies"),
     ])
     def test_bad_jobspec(self, jobspec: Any, field: str) -> None:
         with pytest.raises(ParseError) as err:

@@ -126,6 +126,9 @@ def corpus() -> dict[str, bytes]:
             4117, {"timestamp": T, "name": "finish", "context": {"status": 0}},
             {"timestamp": T + 1, "name": "clean"}),
         "flux-journal-old-timestamp.json": journal(4118, submit(ts=31_536_000.0)),
+        "flux-journal-resource-count-overflow.json": journal(4121, submit(), jobspec={
+            **jobspec({}), "resources": [{"type": "node", "count": 2**32, "with": [
+                {"type": "core", "count": 2**32}]}]}),
         # -- slurm-jobcomp payloads
         "slurm-jobcomp-truncated.json": dumps(JOBCOMP)[:-20],
         "slurm-jobcomp-wrong-types.json": dumps({**JOBCOMP, "jobid": "4301",
