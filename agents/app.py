@@ -83,7 +83,7 @@ def create_app(cfg: Config, *, name: str | None = None,
     creates its internal topics with a number of replicas, not the broker's default, so
     without a configured ``kafka.replication_factor`` the cluster's must be read first.
     """
-    from agents import faust_gaps, fetch, jobs, watchdog  # they register themselves
+    from agents import delivery, faust_gaps, fetch, jobs, watchdog  # they register themselves
     from agents.web import JobQuery, WebAccess, faust_web_settings
 
     if replication is None:
@@ -93,6 +93,7 @@ def create_app(cfg: Config, *, name: str | None = None,
                               "pipeline.topics.resolve_replication")
         replication = replication_from(cfg, {})
     faust_gaps.apply()
+    delivery.apply()
     access = WebAccess.from_config(cfg)  # before anything: a missing token stops here
 
     store_dir = cfg.worker.store_dir or str(Path(cfg.stack.cache_dir) / "worker-store")
