@@ -42,6 +42,7 @@ __all__ = [
     "has_nodes",
     "opt_int",
     "opt_str",
+    "payload_bytes",
     "put",
     "queue_name",
     "require_object",
@@ -57,6 +58,9 @@ INFINITE = 0xFFFFFFFF
 NO_VAL64 = 0xFFFFFFFFFFFFFFFE
 INFINITE64 = 0xFFFFFFFFFFFFFFFF
 _SENTINELS = frozenset({NO_VAL, INFINITE, NO_VAL64, INFINITE64, 0xFFFE, 0xFFFF})
+#: Integers are 64-bit signed downstream (Avro ``long``): a larger one is refused at parse
+#: time, not folded into a job state the worker cannot write.
+_INT64 = 2**63
 
 #: Epoch seconds beyond this are not a time Slurm can mean (year 5138); rejecting them keeps
 #: float conversion and datetime arithmetic safe.
@@ -124,6 +128,21 @@ def decode_json(payload: bytes | bytearray | memoryview | str, *, what: str) -> 
     return value
 
 
+def payload_bytes(payload: bytes | bytearray | memoryview | str, *, what: str) -> bytes:
+    """A payload as bytes. A str (a caller in Python; the hook's environment) may carry
+    undecodable bytes as surrogate escapes, which go back to those bytes; any other lone
+    surrogate is no text (``invalid-utf8``)."""
+    if isinstance(payload, str):
+        try:
+            return payload.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError as exc:
+            raise ParseError("invalid-utf8", f"{what}: a lone surrogate at character "
+                             f"{exc.start}") from None
+    if not isinstance(payload, bytes | bytearray | memoryview):
+        raise ParseError("bad-type", f"{what} must be bytes")
+    return bytes(payload)
+
+
 def require_object(value: Any, *, what: str) -> Mapping[str, Any]:
     if not isinstance(value, dict):
         raise ParseError("not-an-object",
@@ -165,7 +184,11 @@ def slurm_int(value: Any, field: str) -> int | None:
     counts, environment values).
     """
     if type(value) is int:  # the common case, first: what the end of this function does
-        return None if value in _SENTINELS else value
+        if value in _SENTINELS:
+            return None
+        if -_INT64 <= value < _INT64:
+            return value
+        raise _out_of_range(field, value)
     if value is None:
         return None
     if isinstance(value, dict):
@@ -190,7 +213,13 @@ def slurm_int(value: Any, field: str) -> int | None:
         raise _bad_type(field, "an integer", value)
     if value in _SENTINELS:
         return None
+    if not -_INT64 <= value < _INT64:
+        raise _out_of_range(field, value)
     return value
+
+
+def _out_of_range(field: str, value: int) -> ParseError:
+    return ParseError("bad-value", f"{field}: {str(value)[:40]} is beyond a 64-bit integer")
 
 
 def opt_int(obj: Mapping[str, Any], key: str, *, what: str = "") -> int | None:

@@ -37,6 +37,7 @@ from pipeline.parsers.slurm_common import (
     exit_from_pair,
     exit_from_wait_status,
     expand_nodes,
+    payload_bytes,
     put,
     require_object,
     slurm_int,
@@ -165,11 +166,7 @@ def _hook_time(env: dict[str, str], received_at: float | None) -> float:
 # --------------------------------------------------------------------------- input
 
 def _read_env(payload: bytes) -> dict[str, str]:
-    if isinstance(payload, str):
-        payload = payload.encode("utf-8", "surrogateescape")
-    if not isinstance(payload, bytes | bytearray | memoryview):
-        raise ParseError("bad-type", "hook payload must be bytes")
-    data = bytes(payload).rstrip(b"\x00")
+    data = payload_bytes(payload, what="hook payload").rstrip(b"\x00")
     if data.lstrip()[:1] in (b"{", b"["):
         return _env_from_json(data)
     return _env_from_lines(data)

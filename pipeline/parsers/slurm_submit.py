@@ -51,6 +51,7 @@ from pipeline.parsers.slurm_common import (
     decode_json,
     epoch,
     opt_str,
+    payload_bytes,
     put,
     queue_name,
     require_object,
@@ -85,11 +86,7 @@ _MAX_LINE = 64 * 1024
 def parse_submit_plugin(payload: bytes, *, cluster: str,
                         received_at: float | None = None) -> list[JobEvent]:
     """The events of one plugin line (see the module docstring)."""
-    if isinstance(payload, str):
-        payload = payload.encode("utf-8", "surrogateescape")
-    if not isinstance(payload, bytes | bytearray | memoryview):
-        raise ParseError("bad-type", "submit plugin payload must be bytes")
-    data = bytes(payload)
+    data = payload_bytes(payload, what="submit plugin payload")
     if len(data) > _MAX_LINE:
         raise ParseError("too-large", f"submit plugin line over {_MAX_LINE} bytes")
     rec = require_object(decode_json(data, what="submit plugin line"),

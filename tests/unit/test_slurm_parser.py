@@ -19,7 +19,7 @@ from pipeline.errors import ParseError
 from pipeline.model import CANONICAL_EVENTS, FACT_FIELDS, RESULTS, JobEvent, make_event_id
 from pipeline.parsers import parse_record, split_records
 from pipeline.parsers.slurm import parse_hook, parse_jobcomp, parse_sacct, parse_squeue
-from pipeline.parsers.slurm_common import decode_json
+from pipeline.parsers.slurm_common import decode_json, slurm_int
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 T = 1795312702.0  # 2026-11-22T01:58:22Z, submit time of the vector jobs
@@ -724,6 +724,15 @@ class TestSurrogates:
             decode_json(text, what="jobcomp record")
         assert err.value.reason == "invalid-utf8" and where in err.value.message
 
+    @pytest.mark.parametrize("fmt", ["slurm-hook", "slurm-submit-plugin"])
+    def test_surrogate_in_a_payload_given_as_str_is_refused(self, fmt: str) -> None:
+        # a str payload's lone surrogates outside surrogateescape's range are no bytes
+        payload = ("SLURM_SCRIPT_CONTEXT=prolog_slurmctld\nSLURM_JOB_NAME=\ud800\n"
+                   if fmt == "slurm-hook" else '{"kind":"submit","job_name":"\ud800"}')
+        with pytest.raises(ParseError) as err:
+            parse_record(fmt, payload, cluster="c", received_at=T)  # type: ignore[arg-type]
+        assert err.value.reason == "invalid-utf8" and "lone surrogate" in err.value.message
+
     @pytest.mark.parametrize(("escaped", "name"), [
         (r"\ud83d\ude00", "\U0001f600"),  # a pair: one character
         (r"\\ud800\\udc00", r"\ud800\udc00"),  # escaped backslashes: plain text
@@ -732,3 +741,27 @@ class TestSurrogates:
     def test_pairs_and_look_alikes_are_accepted(self, escaped: str, name: str) -> None:
         payload = _enc({**JOB2, "job_name": "?"}).replace(b'"?"', f'"{escaped}"'.encode())
         assert {e.facts.get("job_name") for e in parse_jobcomp(payload, cluster="c")} == {name}
+
+
+# --------------------------------------------------------------------------- 64-bit integers
+
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1, 2**70, str(10**19), {"set": True,
+                                                                         "number": 2**64}])
+def test_an_integer_beyond_64_bits_is_refused(value: Any) -> None:
+    # a job state holds them as Avro longs: one that cannot be written must not be folded
+    with pytest.raises(ParseError) as err:
+        slurm_int(value, "user_id")
+    assert err.value.reason == "bad-value" and "beyond a 64-bit integer" in err.value.message
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (2**63 - 1, 2**63 - 1), (-(2**63), -(2**63)), (0xFFFFFFFFFFFFFFFE, None),
+    (str(0xFFFFFFFFFFFFFFFF), None)])
+def test_64_bit_integers_and_the_64_bit_sentinels_pass(value: Any, expected: int | None) -> None:
+    assert slurm_int(value, "user_id") == expected
+
+
+def test_a_jobcomp_record_with_a_uid_beyond_64_bits_is_refused() -> None:
+    with pytest.raises(ParseError) as err:
+        parse_jobcomp(_enc({**JOB2, "user_id": 2**70}), cluster="c")
+    assert err.value.reason == "bad-value" and "user_id" in err.value.message

@@ -142,6 +142,8 @@ def corpus() -> dict[str, bytes]:
             dumps({**JOBCOMP, "jobid": 4305})[:-1] + b',"jobid":4306}',
         "slurm-jobcomp-invalid-utf8.json":
             dumps({**JOBCOMP, "jobid": 4307}).replace(b'"alice"', b'"al\xc3\x28ice"', 1),
+        "slurm-jobcomp-uid-out-of-range.json": dumps({**JOBCOMP, "jobid": 4308,
+                                                      "user_id": 2**70}),
         # -- slurm-hook payloads
         "slurm-hook-no-context.env": env({k: v for k, v in HOOK.items()
                                           if k != "SLURM_SCRIPT_CONTEXT"}),
