@@ -85,12 +85,15 @@ BEHIND_RECORDS = 1000
 #: ... this long after its first record
 STATE_FLUSH_BEHIND_S = 2.0
 
+_U32 = 1 << 32
 
-@lru_cache(maxsize=1 << 16)
+
+@lru_cache(maxsize=1 << 12)
 def job_partition(key: bytes, partitions: int) -> int:
     """The partition of a job key under murmur2, as Faust's (aiokafka's) default
     partitioner and librdkafka's ``murmur2_random`` put it (cached: a job's records come
-    in bursts and the hash is pure Python)."""
+    in bursts and the hash is pure Python; an entry costs ~220 bytes, so the jobs of the
+    last few thousand records, not every job a worker tracks)."""
     return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
@@ -123,14 +126,16 @@ class ActiveJobs:
     key -> packed summary, and the time each done job was first seen done.
 
     Rebuilt from the table whenever partitions move; updated as states change. A worker
-    may track a million pending jobs, so a job costs here its key and 80 bytes of packed
-    summary, its strings numbered once for all jobs: ~200 bytes, against ~290 for a
-    :class:`JobSummary` of its own (BENCHMARKS.md).
+    may track a million pending jobs, so a job costs here its key and a packed summary of
+    44 bytes (an 80-byte object), its strings numbered once for all jobs: ~180 bytes,
+    against ~290 for a :class:`JobSummary` of its own (BENCHMARKS.md). Counts of 2**32
+    and more (no real job's) take the wide form, 56 bytes (a 96-byte object).
     """
 
     #: cluster, queue, state, reason (numbers of their strings); nodes, cores, gpus;
     #: t_submit_ms (-1: none), timelimit_s (NaN: none)
-    _PACKED = struct.Struct("<IIIIqqqqd")
+    _PACKED = struct.Struct("<IIIIIIIqd")
+    _WIDE = struct.Struct("<IIIIqqqqd")
 
     def __init__(self) -> None:
         self.by_partition: dict[int, dict[bytes, bytes]] = {}
@@ -166,10 +171,12 @@ class ActiveJobs:
         return key in self.by_partition.get(partition, ())
 
     def summaries(self, partitions: set[int]) -> Iterator[JobSummary]:
-        strings, unpack = self._strings, self._PACKED.unpack
+        strings, unpack, unpack_wide = self._strings, self._PACKED.unpack, self._WIDE.unpack
+        size = self._PACKED.size
         for p in partitions:
             for packed in self.by_partition.get(p, {}).values():
-                c, q, s, r, nodes, cores, gpus, submit, limit = unpack(packed)
+                c, q, s, r, nodes, cores, gpus, submit, limit = (
+                    unpack(packed) if len(packed) == size else unpack_wide(packed))
                 yield JobSummary(strings[c], strings[q], strings[s], nodes, cores, gpus,  # type: ignore[arg-type]
                                  None if submit < 0 else submit,
                                  None if math.isnan(limit) else limit, strings[r])
@@ -180,7 +187,8 @@ class ActiveJobs:
 
     def _pack(self, s: JobSummary) -> bytes:
         number = self._number
-        return self._PACKED.pack(
+        narrow = 0 <= s.nodes < _U32 and 0 <= s.cores < _U32 and 0 <= s.gpus < _U32
+        return (self._PACKED if narrow else self._WIDE).pack(
             number(s.cluster), number(s.queue), number(s.state), number(s.reason),
             s.nodes, s.cores, s.gpus, -1 if s.t_submit_ms is None else s.t_submit_ms,
             math.nan if s.timelimit_s is None else s.timelimit_s)

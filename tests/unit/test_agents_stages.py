@@ -231,7 +231,12 @@ def test_active_jobs_give_back_the_summaries_they_were_given() -> None:
     active = ActiveJobs()
     given = [_summary("pending"), _summary("running", cores=7),
              JobSummary("c", "debug", "pending", 1, 2, 0, None, None, None),
-             JobSummary("d", "batch", "done", 0, 2**40, 3, 1795870686123, 0.5, "x")]
+             JobSummary("d", "batch", "done", 0, 2**40, 3, 1795870686123, 0.5, "x"),
+             JobSummary("d", "batch", "pending", 1, -1, 2**32 - 1, 0, 0.0, "x")]
     for n, summary in enumerate(given):
         active.update(bytes([n]), n % 2, summary, now=0.0)
     assert sorted(active.summaries({0, 1})) == sorted(given, key=tuple)
+    # a job's summary is 44 bytes (an 80-byte object); only counts beyond 32 bits take 56
+    sizes = {key[0]: len(packed) for jobs in active.by_partition.values()
+             for key, packed in jobs.items()}
+    assert sizes == {0: 44, 1: 44, 2: 44, 3: 56, 4: 56}
