@@ -33,8 +33,10 @@ def worker(ctx: click.Context, name: str | None, web_port: int | None, store_dir
     from agents.app import Runner, create_app, internal_topics
     from pipeline import metrics
     from pipeline.cli import get_config
+    from pipeline.malloc import map_large_blocks
     from pipeline.topics import ensure_topics, resolve_replication
 
+    map_large_blocks()
     cfg = get_config(ctx)
     overrides: dict[str, object] = {}
     if web_port is not None:

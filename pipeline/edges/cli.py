@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
 import threading
 import time
@@ -19,6 +18,7 @@ import click
 
 from pipeline import metrics
 from pipeline.config import Config, load_config
+from pipeline.malloc import one_arena
 from pipeline.spool import spool_dir, spool_stats
 
 __all__ = ["edge"]
@@ -31,30 +31,6 @@ def get_config(ctx: click.Context) -> Config:
     pipeline.edges``), else the default lookup."""
     obj = ctx.find_root().obj
     return obj.get() if obj is not None else load_config()
-
-
-#: glibc's ``mallopt`` parameter M_ARENA_MAX
-_M_ARENA_MAX = -8
-
-
-def _one_malloc_arena() -> None:
-    """One malloc arena for the whole edge process; called before it starts a thread.
-
-    glibc gives each thread that allocates an arena of its own (up to 8 per core) and
-    keeps what a thread freed in that thread's arena, where the other threads (poller,
-    drainer, librdkafka's) cannot reuse it: the edge's resident memory peaks higher, and
-    it has a fixed 50 MB. These threads allocate little and seldom at the same time, so
-    one arena does not slow them. ``MALLOC_ARENA_MAX`` in the environment is left to
-    glibc; nothing changes where the C library is not glibc."""
-    if os.environ.get("MALLOC_ARENA_MAX"):
-        return
-    try:
-        if not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
-            return
-        import ctypes
-        ctypes.CDLL(None).mallopt(_M_ARENA_MAX, 1)
-    except (ValueError, OSError, AttributeError):
-        return
 
 
 def _stop_on_signals() -> threading.Event:
@@ -98,7 +74,7 @@ def edge_flux(ctx: click.Context, recorded: tuple[str, ...], pace: float | None,
     )
 
     cfg = get_config(ctx)
-    _one_malloc_arena()
+    one_arena()
     metrics.start(cfg, "edge flux")
     source: JournalSource
     if recorded:
@@ -122,7 +98,7 @@ def edge_slurm(ctx: click.Context) -> None:
     from pipeline.edges.slurm import SlurmEdge
 
     cfg = get_config(ctx)
-    _one_malloc_arena()
+    one_arena()
     metrics.start(cfg, "edge slurm")
     stop = _stop_on_signals()
     slurm_edge = SlurmEdge(cfg).start()
