@@ -6,8 +6,8 @@ not in their job's partition, and the expiry of finished jobs)::
     hpc.jobs.raw ───────────jobs (table) ──> hpc.jobs.events, hpc.jobs.state, hpc.jobs.dlq
           └─ re-keyed ─> <app>-canonical ─┘  └─ timers ──> hpc.queue.snapshots, expiry
 
-The agent runs with concurrency 1 (faust-streaming #606: a higher concurrency can commit
-past an in-flight event and lose it on a crash); scale comes from partitions and workers.
+The jobs topics' records are taken one at a time, in the order Faust's fetch loop reads
+them (agents.intake); scale comes from partitions and workers.
 """
 
 from __future__ import annotations

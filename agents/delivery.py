@@ -6,7 +6,8 @@ rebalance suspending the flow need not wait for a callback stuck on a full buffe
 ``wait_first`` makes a task of each of the two, and of the consumer's ``stopped`` and
 ``crashed`` events, waits on the four with ``asyncio.wait`` and cancels the three that
 lost: about 8 % of the worker's main thread (BENCHMARKS.md), though the callback almost
-never waits (it decodes the message and puts it in its agent's queue).
+never waits (it hands the message to the jobs stage, :mod:`agents.intake`, which waits
+only for a full batch's flush).
 
 Here the callback is first run as far as it goes: when it ends without waiting, which is
 the usual case, that is its whole delivery, as it would have been the first of the four to

@@ -43,7 +43,7 @@ import struct
 import time
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -52,6 +52,7 @@ from aiokafka.partitioner import murmur2
 from faust.streams import _current_event
 from faust.types import TP
 
+from agents.intake import Intake
 from agents.normalize import RecentIds, Rejected, canonical_events, dlq_headers
 from agents.outputs import Outputs
 from agents.states import JobStates, decode_state
@@ -109,12 +110,23 @@ def topic_partitions(consumer: Any, topic: str) -> int | None:
     return count
 
 
+class Delivered:
+    """What Faust's table reads of its current event: the message read (``.message``).
+    Records reach the stage without a Faust event (:mod:`agents.intake`)."""
+
+    __slots__ = ("__weakref__", "message")
+
+    def __init__(self, message: Any) -> None:
+        self.message = message
+
+
 @contextmanager
-def as_current(event: Any) -> Iterator[None]:
-    """Make ``event`` Faust's current event: a table reads and writes the partition of
-    the current event, and refuses a write outside one (a batch is written after its
-    events were read, from the agent or the timer)."""
-    token = _current_event.set(weakref.ref(event))
+def as_current(message: Any) -> Iterator[None]:
+    """Make ``message`` Faust's current event's: a table reads and writes the partition
+    of the current event, and refuses a write outside one (a batch is written after its
+    records were read, from the fetch loop or the timer)."""
+    delivered = Delivered(message)
+    token = _current_event.set(weakref.ref(delivered))
     try:
         yield
     finally:
@@ -202,8 +214,8 @@ class ActiveJobs:
 
 
 class Batch:
-    """The jobs folded since the last flush (key -> the last record of the job read, its
-    fold) and the records to acknowledge once their outputs are confirmed."""
+    """The jobs folded since the last flush (key -> the last message of the job read, its
+    fold) and the messages to acknowledge once their outputs are confirmed."""
 
     def __init__(self) -> None:
         self.folds: dict[bytes, tuple[Any, JobFold]] = {}
@@ -217,11 +229,10 @@ class Batch:
         self.folded: Counter[str] = Counter()  # cluster -> events folded
         self.sent: Counter[str] = Counter()  # topic -> records sent
 
-    def took(self, record: Any) -> None:
+    def took(self, message: Any) -> None:
         if not self.records:
             self.since = time.monotonic()
-        self.records.append(record)
-        message = record.message
+        self.records.append(message)
         self.ends[message.topic, message.partition] = message.offset
 
     def due(self, now: float, behind: Callable[[], bool]) -> bool:
@@ -237,8 +248,10 @@ class JobsStage:
     """Folds a worker's records into its jobs' states, in batches (module docstring)."""
 
     def __init__(self, worker: Worker, outputs: Outputs, states: JobStates,
-                 active: ActiveJobs) -> None:
+                 active: ActiveJobs, acknowledge: Callable[[Any], None]) -> None:
         self.worker, self.outputs, self.states, self.active = worker, outputs, states, active
+        #: a message's outputs are confirmed: it may be committed
+        self.acknowledge = acknowledge
         self.topics = worker.cfg.topics
         self.raw = worker.raw.get_topic_name()
         self.canonical = worker.canonical.get_topic_name()
@@ -254,21 +267,26 @@ class JobsStage:
         self._folded: dict[str, Any] = {}  # cluster -> its counter, looked up once
         self._last_event = LastEventTime()
 
-    async def take(self, record: Any) -> None:
-        """One record of the raw or the canonical topic (Faust's event)."""
-        message = record.message
-        if message.topic == self.raw:
-            self._take_raw(record)
-        else:
-            item = decode_canonical(message.value)
-            if item == EXPIRE:
-                await self._expire(message.key, record)
-                return
-            assert isinstance(item, JobEvent)
-            self._fold(message.key, record, item)
-        self.batch.took(record)
+    def take(self, message: Any) -> Awaitable[None] | None:
+        """One message of the raw or the canonical topic, as Kafka gave it; what must be
+        awaited before the next (the batch's flush when it is full, an expiry), or None."""
+        delivered = Delivered(message)  # the table's current event while it is taken
+        token = _current_event.set(weakref.ref(delivered))
+        try:
+            if message.topic == self.raw:
+                self._take_raw(message)
+            else:
+                item = decode_canonical(message.value)
+                if item == EXPIRE:
+                    return self._expire(message.key, message)
+                assert isinstance(item, JobEvent)
+                self._fold(message.key, message, item)
+        finally:
+            _current_event.reset(token)
+        self.batch.took(message)
         if self.batch.events >= STATE_BATCH:
-            await self.flush()
+            return self.flush()
+        return None
 
     def behind(self) -> bool:
         """Whether more than ``BEHIND_RECORDS`` records past the batch's are already in
@@ -293,8 +311,8 @@ class JobsStage:
                 return
             now = time.time()
             sent = 0
-            for key, (record, fold) in batch.folds.items():
-                with as_current(record):
+            for key, (message, fold) in batch.folds.items():
+                with as_current(message):
                     self.states.put(key, fold)
                 docs = [self.worker.anonymizer.document(self.worker.enricher.facts(d))
                         for d in fold.documents()]
@@ -302,13 +320,13 @@ class JobsStage:
                     self.outputs.send(self.topics.state, key, self.worker.wire.encode_state(doc))
                 sent += len(docs)
                 if docs:
-                    self.active.update(key, record.message.partition, summarize(docs[-1]), now)
+                    self.active.update(key, message.partition, summarize(docs[-1]), now)
             batch.sent[self.topics.state] += sent
             self._count(batch)
             await self.outputs.flush()
             self.states.flushed()
-            for record in batch.records:
-                record.ack()
+            for message in batch.records:
+                self.acknowledge(message)
 
     def _count(self, batch: Batch) -> None:
         self._read.inc(batch.read)
@@ -320,8 +338,7 @@ class JobsStage:
                 counter = self._folded[cluster] = WORKER_EVENTS_FOLDED.labels(cluster)
             counter.inc(n)
 
-    def _take_raw(self, record: Any) -> None:
-        message = record.message
+    def _take_raw(self, message: Any) -> None:
         self.batch.read += 1
         try:
             events = canonical_events(self.worker.wire, message.value, self.max_bytes)
@@ -341,7 +358,7 @@ class JobsStage:
                 continue
             key = ev.key.encode()
             if home and key == message.key:
-                self._fold(key, record, ev)
+                self._fold(key, message, ev)
             else:
                 self.outputs.send(self.canonical, key, data)
                 self.batch.sent[self.canonical] += 1
@@ -360,11 +377,11 @@ class JobsStage:
         return (self._raw_partitions == self.partitions
                 and job_partition(message.key, self.partitions) == message.partition)
 
-    def _fold(self, key: bytes, record: Any, ev: JobEvent) -> None:
+    def _fold(self, key: bytes, message: Any, ev: JobEvent) -> None:
         if folds(ev):
             fold = self._job(key)
             fold.add(ev)
-            self.batch.folds[key] = (record, fold)
+            self.batch.folds[key] = (message, fold)
             self.batch.events += 1
             self.batch.folded[ev.cluster] += 1
         event = ev.to_dict()
@@ -383,17 +400,19 @@ class JobsStage:
             return entry[1]
         return self.states.get(key) or JobFold()
 
-    async def _expire(self, key: bytes, record: Any) -> None:
+    async def _expire(self, key: bytes, message: Any) -> None:
         await self.flush()  # a pending state must not follow the tombstone
-        done = self.states.get(key)
+        with as_current(message):
+            done = self.states.get(key)
         if done is not None and done.done:
-            self.states.delete(key)
+            with as_current(message):
+                self.states.delete(key)
             self.active.forget(key)
             self.outputs.send(self.topics.state, key, None)
             self._sent[self.topics.state].inc()
             await self.outputs.flush()
             self.states.flushed()
-        record.ack()
+        self.acknowledge(message)
 
     def _identities(self, fold: JobFold) -> set[tuple[str, Any]]:
         """(field, value) of every identity a job's events state (enriched), for the
@@ -407,7 +426,10 @@ def register(worker: Worker) -> None:
     app, cfg = worker.app, worker.cfg
     states = JobStates(worker.jobs)
     active = ActiveJobs()
-    stage = JobsStage(worker, worker.outputs, states, active)
+    raw, canonical = worker.raw.get_topic_name(), worker.canonical.get_topic_name()
+    intake = Intake(app, {raw, canonical})
+    stage = JobsStage(worker, worker.outputs, states, active, intake.acknowledge)
+    intake.install(stage)
 
     @app.on_partitions_revoked.connect
     async def forget_revoked(app: Any, revoked: Any, **kwargs: Any) -> None:
@@ -417,11 +439,12 @@ def register(worker: Worker) -> None:
     async def forget_assigned(app: Any, assigned: Any, **kwargs: Any) -> None:
         states.clear()
 
-    @app.agent(app.topic(stage.raw, stage.canonical, key_serializer="raw",
-                         value_serializer="raw"), name="jobs", concurrency=1)
+    # subscribes the topics; their records go to the stage by the intake, not this stream
+    @app.agent(app.topic(raw, canonical, key_serializer="raw", value_serializer="raw"),
+               name="jobs", concurrency=1)
     async def jobs(stream):  # type: ignore[no-untyped-def]
-        async for record in stream.noack().events():
-            await stage.take(record)
+        async for _ in stream.noack().events():
+            raise RuntimeError("a jobs record reached the agent's stream, not the intake")
 
     @app.task
     async def end_batches() -> None:

@@ -64,19 +64,6 @@ class _Outputs:
         pass
 
 
-class _Record:
-    """What the stage reads of a Faust event (weak-referenceable, as Faust's current
-    event must be)."""
-
-    __slots__ = ("__weakref__", "message")
-
-    def __init__(self, message: SimpleNamespace) -> None:
-        self.message = message
-
-    def ack(self) -> None:
-        pass
-
-
 def stage_cost(cfg: Config, feed: Feed) -> StageCost:
     """The jobs stage's CPU over ``feed`` (module docstring)."""
     from agents.app import Worker
@@ -90,9 +77,9 @@ def stage_cost(cfg: Config, feed: Feed) -> StageCost:
     records = []
     for offset, rec in enumerate(feed.records):
         key = rec.key.encode()
-        records.append(_Record(SimpleNamespace(
+        records.append(SimpleNamespace(
             topic=raw_topic, partition=job_partition(key, partitions), offset=offset, key=key,
-            value=wire.codecs["raw"].encode(raw_to_avro(raw_record(rec))))))
+            value=wire.codecs["raw"].encode(raw_to_avro(raw_record(rec)))))
     outputs = _Outputs(cfg.topics.state)
     app = SimpleNamespace(consumer=SimpleNamespace(topic_partitions=lambda _: partitions))
     worker = Worker(
@@ -103,11 +90,14 @@ def stage_cost(cfg: Config, feed: Feed) -> StageCost:
         enricher=Enricher.from_config(cfg.enrich.passwd_file, cfg.enrich.users_file,
                                       cfg.enrich.topology_file),
         wire=wire)
-    stage = JobsStage(worker, outputs, JobStates({}), ActiveJobs())  # type: ignore[arg-type]
+    stage = JobsStage(worker, outputs, JobStates({}), ActiveJobs(),  # type: ignore[arg-type]
+                      lambda message: None)
 
     async def run() -> None:
-        for record in records:
-            await stage.take(record)
+        for message in records:
+            wait = stage.take(message)
+            if wait is not None:
+                await wait
         await stage.flush()
 
     # the worker's collector settings (agents.cli), for this measure only

@@ -6,7 +6,7 @@ for every job and the table's folds equal the offline fold.
 
 The stage runs without Kafka: its collaborators are the table (a dict, as RocksDB keeps
 what was written before a kill), the outputs (kept in order, a flush confirms them) and
-the records (acknowledged into a per-partition commit, as Faust commits the contiguous
+the messages (acknowledged into a per-partition commit, as Faust commits the contiguous
 acknowledged offsets). Kafka and Faust themselves are in tests/integration/test_agents.py
 and tests/faults.
 """
@@ -49,17 +49,6 @@ class Message:
     offset: int
     key: bytes | None
     value: bytes
-
-
-@dataclass
-class Record:
-    """Faust's event: a message, acknowledged into its log's acks."""
-
-    message: Message
-    log: Log
-
-    def ack(self) -> None:
-        self.log.acked.add(self.message.offset)
 
 
 @dataclass
@@ -150,7 +139,8 @@ async def run(records: list[tuple[bytes, bytes]], rng: random.Random, kills: int
     kill_at = sorted(rng.sample(range(1, len(records) * 2), kills))
     taken = 0
     while True:
-        stage = JobsStage(worker(), outputs, JobStates(table), ActiveJobs())  # type: ignore[arg-type]
+        stage = JobsStage(worker(), outputs, JobStates(table), ActiveJobs(),  # type: ignore[arg-type]
+                          lambda m: logs[m.topic, m.partition].acked.add(m.offset))
         positions = {tp: log.committed for tp, log in logs.items()}
         killed = False
         while not killed:
@@ -164,7 +154,9 @@ async def run(records: list[tuple[bytes, bytes]], rng: random.Random, kills: int
                     continue
                 tp = rng.choice(ready)
                 log = logs[tp]
-                await stage.take(Record(log.messages[positions[tp]], log))
+                wait = stage.take(log.messages[positions[tp]])
+                if wait is not None:
+                    await wait
                 positions[tp] += 1
                 taken += 1
                 if rng.random() < flush_every:

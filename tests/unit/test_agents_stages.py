@@ -144,8 +144,8 @@ def test_the_watchdog_tells_a_stuck_partition_and_why() -> None:
 def _taken(batch: object, topic: str, partition: int, offset: int) -> None:
     from types import SimpleNamespace
 
-    batch.took(SimpleNamespace(message=SimpleNamespace(  # type: ignore[attr-defined]
-        topic=topic, partition=partition, offset=offset)))
+    batch.took(SimpleNamespace(  # type: ignore[attr-defined]
+        topic=topic, partition=partition, offset=offset))
 
 
 def test_a_batch_waits_longer_for_its_timer_while_the_worker_catches_up() -> None:

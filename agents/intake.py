@@ -1,0 +1,82 @@
+"""How the jobs topics' records reach the jobs stage: from Faust's fetch loop, each handed
+to the stage as it is read, without a Faust event, channel and stream per record.
+
+Faust delivers a fetched message to an agent through its conductor: a handler per
+partition decodes it into an event, puts that in the agent's queue and wakes the agent's
+task, whose stream sets the current event, calls the sensors and acknowledges. The jobs
+stage needs none of it (its records are bytes, it acknowledges them itself once their
+batch is written), and it cost a sixth of the worker's main thread, most of it per
+record (BENCHMARKS.md). Here the conductor's handler of each jobs-topic partition is
+:meth:`Intake.on_message`, which gives the message to :meth:`JobsStage.take` at once.
+Faust has no setting for a handler of one's own; the conductor's ``_build_handler`` is
+replaced for this app's conductor only, and every other topic (the table's changelog,
+the assignor's) keeps Faust's.
+
+What Faust's way did that matters stays:
+
+* **Flow control.** No message is taken while a rebalance has suspended the flow, and one
+  fetched for an earlier generation of the group (before the rebalance) is dropped, not
+  taken and not acknowledged: its partition is read again from its commit
+  (:mod:`agents.faust_gaps`).
+* **Tracking.** The consumer counts a taken message as unacknowledged (a rebalance and
+  stopping wait until none is) and its monitor as read (the watchdog compares those read
+  offsets with the group's commits); the acknowledgement tells both it is done.
+* **A delivery may be abandoned.** The fetch loop stops waiting for a delivery when the
+  flow is suspended. What the stage hands back to await (a full batch's flush, an
+  expiry) is shielded: a flush cut in half would leave its records never acknowledged,
+  and the rebalance waiting for them.
+
+The agent ``jobs`` stays: Faust subscribes the topics its agents read, and the table is
+partitioned like them. Its stream receives nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Protocol
+
+__all__ = ["Intake"]
+
+
+class Taker(Protocol):
+    def take(self, message: Any) -> Awaitable[None] | None: ...
+
+
+class Intake:
+    """The conductor's handler of the jobs topics' partitions (module docstring)."""
+
+    def __init__(self, app: Any, topics: set[str]) -> None:
+        self.app, self.topics = app, topics
+        self.stage: Taker | None = None
+
+    def install(self, stage: Taker) -> None:
+        """Make the app's conductor hand this app's messages of ``topics`` to ``stage``."""
+        self.stage = stage
+        conductor = self.app.topics
+        faust_build = conductor._build_handler  # noqa: SLF001
+
+        def build_handler(tp: Any, channels: Any) -> Callable[[Any], Coroutine[Any, Any, None]]:
+            return self.on_message if tp.topic in self.topics else faust_build(tp, channels)
+
+        conductor._build_handler = build_handler  # noqa: SLF001
+
+    async def on_message(self, message: Any) -> None:
+        """One message as the fetch loop read it."""
+        app = self.app
+        flow = app.flow_control
+        if not flow.is_active():
+            await flow.acquire()
+        if message.generation_id != app.consumer_generation_id:
+            return  # fetched before a rebalance: read again from the commit
+        message.tracked = True
+        app.consumer.track_message(message)
+        assert self.stage is not None, "Intake.install first"
+        wait = self.stage.take(message)
+        if wait is not None:
+            await asyncio.shield(wait)
+
+    def acknowledge(self, message: Any) -> None:
+        """The message's outputs are confirmed: it may be committed."""
+        if self.app.consumer.ack(message):
+            self.app.sensors.on_message_out(message.tp, message.offset, message)
