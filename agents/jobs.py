@@ -21,8 +21,9 @@ the batches, and a job's events make one state per batch, not one per quarter se
 The batch's outputs and changelog records (:mod:`agents.table`) are flushed before its
 records are acknowledged, and Faust commits only acknowledged offsets: a crash loses
 nothing, the records are read again. A rebalance, and stopping, wait until every record
-delivered is acknowledged (``stream_wait_empty``), so a batch is always written whole
-before its partitions go; the timer ends it within ``STATE_FLUSH_BEHIND_S``.
+taken is acknowledged (``stream_wait_empty``; :mod:`agents.intake` tracks them), so a
+batch is always written whole before its partitions go; the timer ends it within
+``STATE_FLUSH_BEHIND_S``.
 
 A *duplicate* event changes no state but is emitted again all the same, and its job's
 table entry written again: after a crash the table (RocksDB, written at once) can be ahead
