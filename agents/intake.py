@@ -36,7 +36,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
-__all__ = ["Intake"]
+__all__ = ["Intake", "acknowledge"]
 
 
 class Taker(Protocol):
@@ -46,13 +46,11 @@ class Taker(Protocol):
 class Intake:
     """The conductor's handler of the jobs topics' partitions (module docstring)."""
 
-    def __init__(self, app: Any, topics: set[str]) -> None:
-        self.app, self.topics = app, topics
-        self.stage: Taker | None = None
+    def __init__(self, app: Any, topics: set[str], stage: Taker) -> None:
+        self.app, self.topics, self.stage = app, topics, stage
 
-    def install(self, stage: Taker) -> None:
-        """Make the app's conductor hand this app's messages of ``topics`` to ``stage``."""
-        self.stage = stage
+    def install(self) -> None:
+        """Make the app's conductor hand this app's messages of ``topics`` to the stage."""
         conductor = self.app.topics
         faust_build = conductor._build_handler  # noqa: SLF001
 
@@ -71,12 +69,13 @@ class Intake:
             return  # fetched before a rebalance: read again from the commit
         message.tracked = True
         app.consumer.track_message(message)
-        assert self.stage is not None, "Intake.install first"
         wait = self.stage.take(message)
         if wait is not None:
             await asyncio.shield(wait)
 
-    def acknowledge(self, message: Any) -> None:
-        """The message's outputs are confirmed: it may be committed."""
-        if self.app.consumer.ack(message):
-            self.app.sensors.on_message_out(message.tp, message.offset, message)
+
+def acknowledge(app: Any, message: Any) -> None:
+    """``message``'s outputs are confirmed: it may be committed (the stage's
+    ``acknowledge``, with ``app`` bound)."""
+    if app.consumer.ack(message):
+        app.sensors.on_message_out(message.tp, message.offset, message)

@@ -45,15 +45,14 @@ import time
 import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
 from aiokafka.partitioner import murmur2
 from faust.streams import _current_event
 from faust.types import TP
 
-from agents.intake import Intake
+from agents.intake import Intake, acknowledge
 from agents.normalize import RecentIds, Rejected, canonical_events, dlq_headers
 from agents.outputs import Outputs
 from agents.states import JobStates, decode_state
@@ -111,27 +110,23 @@ def topic_partitions(consumer: Any, topic: str) -> int | None:
     return count
 
 
-class Delivered:
-    """What Faust's table reads of its current event: the message read (``.message``).
-    Records reach the stage without a Faust event (:mod:`agents.intake`)."""
+class as_current:  # noqa: N801 - used as a context manager, like contextlib's
+    """Make ``message`` Faust's current event's: a table reads and writes the partition
+    of the current event, and refuses a write outside one. Records reach the stage
+    without a Faust event (:mod:`agents.intake`), and a batch is written after its records
+    were read, from the fetch loop or the timer. The table reads ``.message`` of its
+    current event, through a weak reference: this object is that event."""
 
-    __slots__ = ("__weakref__", "message")
+    __slots__ = ("__weakref__", "_token", "message")
 
     def __init__(self, message: Any) -> None:
         self.message = message
 
+    def __enter__(self) -> None:
+        self._token = _current_event.set(weakref.ref(self))
 
-@contextmanager
-def as_current(message: Any) -> Iterator[None]:
-    """Make ``message`` Faust's current event's: a table reads and writes the partition
-    of the current event, and refuses a write outside one (a batch is written after its
-    records were read, from the fetch loop or the timer)."""
-    delivered = Delivered(message)
-    token = _current_event.set(weakref.ref(delivered))
-    try:
-        yield
-    finally:
-        _current_event.reset(token)
+    def __exit__(self, *exc: object) -> None:
+        _current_event.reset(self._token)
 
 
 class ActiveJobs:
@@ -271,9 +266,7 @@ class JobsStage:
     def take(self, message: Any) -> Awaitable[None] | None:
         """One message of the raw or the canonical topic, as Kafka gave it; what must be
         awaited before the next (the batch's flush when it is full, an expiry), or None."""
-        delivered = Delivered(message)  # the table's current event while it is taken
-        token = _current_event.set(weakref.ref(delivered))
-        try:
+        with as_current(message):
             if message.topic == self.raw:
                 self._take_raw(message)
             else:
@@ -282,8 +275,6 @@ class JobsStage:
                     return self._expire(message.key, message)
                 assert isinstance(item, JobEvent)
                 self._fold(message.key, message, item)
-        finally:
-            _current_event.reset(token)
         self.batch.took(message)
         if self.batch.events >= STATE_BATCH:
             return self.flush()
@@ -405,9 +396,10 @@ class JobsStage:
         await self.flush()  # a pending state must not follow the tombstone
         with as_current(message):
             done = self.states.get(key)
-        if done is not None and done.done:
-            with as_current(message):
+            expired = done is not None and done.done
+            if expired:
                 self.states.delete(key)
+        if expired:
             self.active.forget(key)
             self.outputs.send(self.topics.state, key, None)
             self._sent[self.topics.state].inc()
@@ -428,9 +420,8 @@ def register(worker: Worker) -> None:
     states = JobStates(worker.jobs)
     active = ActiveJobs()
     raw, canonical = worker.raw.get_topic_name(), worker.canonical.get_topic_name()
-    intake = Intake(app, {raw, canonical})
-    stage = JobsStage(worker, worker.outputs, states, active, intake.acknowledge)
-    intake.install(stage)
+    stage = JobsStage(worker, worker.outputs, states, active, partial(acknowledge, app))
+    Intake(app, {raw, canonical}, stage).install()
 
     @app.on_partitions_revoked.connect
     async def forget_revoked(app: Any, revoked: Any, **kwargs: Any) -> None:

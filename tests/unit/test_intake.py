@@ -11,7 +11,7 @@ from typing import Any
 
 from mode.utils.queues import FlowControlEvent
 
-from agents.intake import Intake
+from agents.intake import Intake, acknowledge
 
 
 class Consumer:
@@ -33,8 +33,8 @@ class Consumer:
 class Stage:
     """Takes messages; the n-th one hands back a flush that waits for ``release``."""
 
-    def __init__(self, intake: Intake, flush_at: int | None = None) -> None:
-        self.intake, self.flush_at = intake, flush_at
+    def __init__(self, app: Any, flush_at: int | None = None) -> None:
+        self.app, self.flush_at = app, flush_at
         self.taken: list[int] = []
         self.release = asyncio.Event()
         self.flushed = False
@@ -46,18 +46,21 @@ class Stage:
     async def _flush(self) -> None:
         await self.release.wait()
         for offset in self.taken:
-            self.intake.acknowledge(SimpleNamespace(offset=offset, tp=("raw", 0)))
+            acknowledge(self.app, SimpleNamespace(offset=offset, tp=("raw", 0)))
         self.flushed = True
 
 
-def _intake() -> tuple[Intake, Any]:
+def _intake(flush_at: int | None = None) -> tuple[Intake, Stage, Any]:
     out: list[int] = []
     app = SimpleNamespace(
         flow_control=FlowControlEvent(initially_suspended=False), consumer_generation_id=3,
         consumer=Consumer(),
         sensors=SimpleNamespace(on_message_out=lambda tp, offset, message: out.append(offset)),
         topics=SimpleNamespace(_build_handler=lambda tp, channels: None), out=out)
-    return Intake(app, {"raw"}), app
+    stage = Stage(app, flush_at)
+    intake = Intake(app, {"raw"}, stage)
+    intake.install()
+    return intake, stage, app
 
 
 def _message(offset: int, generation: int = 3) -> Any:
@@ -67,9 +70,7 @@ def _message(offset: int, generation: int = 3) -> Any:
 
 def test_a_message_is_tracked_taken_and_acknowledged_with_the_monitor_told() -> None:
     async def run() -> tuple[Stage, Any]:
-        intake, app = _intake()
-        stage = Stage(intake, flush_at=2)
-        intake.install(stage)
+        intake, stage, app = _intake(flush_at=2)
         await intake.on_message(_message(0))
         assert app.consumer.unacked == {0} and stage.taken == [0]
         stage.release.set()
@@ -83,9 +84,7 @@ def test_a_message_is_tracked_taken_and_acknowledged_with_the_monitor_told() -> 
 
 def test_a_message_of_an_earlier_generation_is_neither_taken_nor_tracked() -> None:
     async def run() -> tuple[Stage, Any]:
-        intake, app = _intake()
-        stage = Stage(intake)
-        intake.install(stage)
+        intake, stage, app = _intake()
         await intake.on_message(_message(7, generation=2))
         return stage, app
 
@@ -95,9 +94,7 @@ def test_a_message_of_an_earlier_generation_is_neither_taken_nor_tracked() -> No
 
 def test_nothing_is_taken_while_the_flow_is_suspended() -> None:
     async def run() -> list[int]:
-        intake, app = _intake()
-        stage = Stage(intake)
-        intake.install(stage)
+        intake, stage, app = _intake()
         app.flow_control.suspend()
         delivery = asyncio.ensure_future(intake.on_message(_message(0)))
         await asyncio.sleep(0.01)
@@ -113,9 +110,7 @@ def test_a_flush_goes_on_when_the_fetch_loop_abandons_its_delivery() -> None:
     """Faust's fetch loop cancels a delivery that waits when a rebalance suspends the flow:
     the flush must still end and acknowledge its records, which the rebalance waits for."""
     async def run() -> tuple[Stage, Any]:
-        intake, app = _intake()
-        stage = Stage(intake, flush_at=1)
-        intake.install(stage)
+        intake, stage, app = _intake(flush_at=1)
         delivery = asyncio.ensure_future(intake.on_message(_message(0)))
         await asyncio.sleep(0.01)
         delivery.cancel()
@@ -132,8 +127,9 @@ def test_a_flush_goes_on_when_the_fetch_loop_abandons_its_delivery() -> None:
 def test_only_the_jobs_topics_get_the_intake_as_their_handler() -> None:
     faust_handler = object()
     conductor = SimpleNamespace(_build_handler=lambda tp, channels: faust_handler)
-    intake = Intake(SimpleNamespace(topics=conductor), {"raw", "canonical"})
-    intake.install(Stage(intake))
+    app = SimpleNamespace(topics=conductor)
+    intake = Intake(app, {"raw", "canonical"}, Stage(app))
+    intake.install()
     raw = SimpleNamespace(topic="raw", partition=1)
     changelog = SimpleNamespace(topic="app-jobs-changelog", partition=1)
     assert conductor._build_handler(raw, set()) == intake.on_message
