@@ -12,7 +12,8 @@ It covers what jobstream's schemas use: null, boolean, int, long, float, double,
 bytes, arrays, maps, records and references to named records, and unions of null and one
 other type. For any other schema it raises :class:`Unsupported` and the codec keeps
 fastavro's writer.
-Reading stays with fastavro (resolving old writer schemas is its strength). The bytes
+Data of the current schema is read back by its compiled reader (:mod:`pipeline.avro_reader`),
+older versions by fastavro (resolving old writer schemas is its strength). The bytes
 are fastavro's, field for field: a hypothesis property checks it on every schema of
 ``schemas/`` (``tests/unit/test_avro_writer.py``). A value of the wrong type raises
 (TypeError, ValueError, AttributeError or ``struct.error``), as fastavro's writer does.

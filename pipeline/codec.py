@@ -14,8 +14,9 @@ resolved to the current one. Input that cannot be decoded raises :class:`ParseEr
 cannot be reached raises :class:`ServiceError`, which is not the record's fault.
 
 Schemas are parsed once per codec; ``encode``/``decode`` do no schema work on the hot path.
-Encoding uses a writer compiled from the schema (:mod:`pipeline.avro_writer`), fastavro's
-where the schema has what that writer does not cover.
+Encoding uses a writer compiled from the schema (:mod:`pipeline.avro_writer`), and decoding
+data of the current schema a reader compiled from it (:mod:`pipeline.avro_reader`);
+fastavro's where the schema has what they do not cover, and to resolve older versions.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.read import SchemaResolutionError
 from fastavro.schema import parse_schema
 
+from pipeline.avro_reader import Reader, compile_reader
 from pipeline.avro_writer import Unsupported, Writer, compile_writer
 from pipeline.config import Config
 from pipeline.errors import ParseError, ServiceError
@@ -103,6 +105,11 @@ class AvroCodec:
             self._write = compile_writer(self._schema)
         except Unsupported:
             self._write = None
+        self._read_current: Reader | None
+        try:
+            self._read_current = compile_reader(self._schema)
+        except Unsupported:
+            self._read_current = None
 
     @property
     def wire_format(self) -> str:
@@ -181,6 +188,8 @@ class AvroCodec:
                                      "neither Avro single-object (c301) nor Confluent (00)")
 
     def _read(self, data: bytes, offset: int, writer: _Writer) -> dict[str, Any]:
+        if writer is None and self._read_current is not None:
+            return self._read_compiled(self._read_current, bytes(data), offset)
         buf = io.BytesIO(data)
         buf.seek(offset)
         try:
@@ -199,6 +208,17 @@ class AvroCodec:
                                          "after the record")
         if not isinstance(out, dict):
             raise ParseError("bad-avro", f"{self.name}: body is not a record")
+        return out
+
+    def _read_compiled(self, read: Reader, data: bytes, offset: int) -> dict[str, Any]:
+        try:
+            out, end = read(data, offset)
+        except Exception as exc:  # any malformed body, as in _read
+            raise ParseError("bad-avro", f"{self.name}: body does not decode: "
+                                         f"{type(exc).__name__}: {exc}") from exc
+        if end != len(data):
+            raise ParseError("bad-avro", f"{self.name}: {len(data) - end} bytes left "
+                                         "after the record")
         return out
 
     def _writer_for_id(self, schema_id: int) -> _Writer:

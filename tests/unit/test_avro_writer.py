@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from avro_values import OTHER_TYPES, avro_values
 from fastavro import schemaless_reader, schemaless_writer
 from fastavro.schema import parse_schema
 from hypothesis import HealthCheck, given, settings
@@ -18,55 +19,6 @@ from pipeline.avro_writer import Unsupported, compile_writer
 from pipeline.codec import AvroCodec
 from pipeline.errors import ParseError
 from pipeline.schemas import SCHEMA_NAMES, SchemaVersions, load_schema
-
-#: the types none of the project's schemas uses yet, and a union with null second
-OTHER_TYPES = parse_schema({
-    "type": "record", "name": "Other", "namespace": "test",
-    "fields": [
-        {"name": "i", "type": "int"},
-        {"name": "f", "type": "float"},
-        {"name": "b", "type": "bytes"},
-        {"name": "m", "type": {"type": "map", "values": ["null", "long"]}},
-        {"name": "late_null", "type": ["string", "null"], "default": "x"},
-        {"name": "flag", "type": "boolean", "default": True},
-        {"name": "nested", "type": {"type": "array", "items": {
-            "type": "record", "name": "Point", "fields": [
-                {"name": "x", "type": "double"}, {"name": "tags", "type": {
-                    "type": "array", "items": "string"}}]}}},
-        {"name": "again", "type": ["null", "Point"], "default": None},
-        {"name": "empty", "type": {"type": "record", "name": "Empty", "fields": []}},
-    ],
-})
-
-
-def _values(schema: Any, named: Mapping[str, Any]) -> st.SearchStrategy[Any]:
-    """Values of ``schema`` (parsed), as the worker's documents hold them."""
-    if isinstance(schema, list):
-        return st.one_of(*(_values(s, named) for s in schema))
-    if isinstance(schema, str):
-        simple: dict[str, st.SearchStrategy[Any]] = {
-            "null": st.none(), "boolean": st.booleans(),
-            "int": st.integers(-(1 << 31), (1 << 31) - 1),
-            "long": st.integers(-(1 << 63), (1 << 63) - 1),
-            "float": st.floats(width=32, allow_nan=False),
-            "double": st.floats(allow_nan=False) | st.integers(-(1 << 53), 1 << 53),
-            "string": st.text(max_size=20), "bytes": st.binary(max_size=20)}
-        if schema in simple:
-            return simple[schema]
-        return st.deferred(lambda: _values(named[schema], named))
-    kind = schema["type"]
-    if kind == "array":
-        return st.lists(_values(schema["items"], named), max_size=3)
-    if kind == "map":
-        return st.dictionaries(st.text(max_size=8), _values(schema["values"], named),
-                               max_size=3)
-    if kind == "record":
-        required = {f["name"]: _values(f["type"], named) for f in schema["fields"]
-                    if "default" not in f}
-        optional = {f["name"]: _values(f["type"], named) for f in schema["fields"]
-                    if "default" in f}
-        return st.fixed_dictionaries(required, optional=optional)
-    return _values(kind, named)
 
 
 def _fastavro(schema: Mapping[str, Any], datum: Mapping[str, Any]) -> bytes:
@@ -89,7 +41,7 @@ SCHEMAS = {name: load_schema(name).current for name in SCHEMA_NAMES} | {"Other":
 @given(data=st.data())
 def test_the_compiled_writer_writes_fastavros_bytes(name: str, data: st.DataObject) -> None:
     schema = SCHEMAS[name]
-    datum = data.draw(_values(schema, schema["__named_schemas"]))
+    datum = data.draw(avro_values(schema, schema["__named_schemas"]))
     written = _compiled(schema, datum)
     assert written == _fastavro(schema, datum)
     back = schemaless_reader(io.BytesIO(written), schema, None)
