@@ -84,8 +84,10 @@ def bench(ctx: click.Context, jobs: int, rate: float, latency_s: float, sample_e
     if e2e:
         cpu = ", ".join(f"{name} {s:.1f}" for name, s in sorted(
             e2e["cpu_s"].items(), key=lambda kv: -kv[1]))
+        jit = ", ".join(f"{name} {s:.1f}" for name, s in e2e.get("jit_cpu_s", {}).items())
         console.print(f"e2e CPU-s over {e2e['seconds']:.1f} s: {cpu} "
-                      f"({e2e['cores_busy']:.2f} cores busy)")
+                      f"({e2e['cores_busy']:.2f} cores busy)"
+                      + (f"; of which JIT compiling: {jit}" if jit else ""))
     tracked = result.details.get("tracked")
     if tracked:
         console.print(f"at {tracked['jobs']} tracked jobs: worker {tracked['worker_rss_end_mib']} "

@@ -136,6 +136,8 @@ class E2EResult:
     rss_end_mib: dict[str, float | None]
     #: CPU seconds each process used from the worker's first output to the last document
     cpu_s: dict[str, float]
+    #: of which the JIT compiler threads of the JVMs (Kafka, Elasticsearch)
+    jit_cpu_s: dict[str, float]
     check: DocCheck
     #: event documents indexed: one per distinct event id (a job polled twice states some
     #: of its events twice, in ``events``)
@@ -202,10 +204,11 @@ def run_e2e(cfg: Config, es: Elasticsearch, feed: Feed, logs: Path, *, workers: 
         with console.status(f"e2e: starting {workers} worker(s) and the sink"):
             first = _first_output(cfg, f, timeout)
             f.rss.sample()
-            cpu0 = dict(f.rss.cpu_s)
+            cpu0, jit0 = dict(f.rss.cpu_s), f.rss.jit_cpu_s()
         with console.status(f"e2e: {feed.total_events} events -> {feed.jobs} job documents"):
             last = all_visible(es, cfg, [feed], f, timeout)
         f.rss.sample()
+        jit = {k: round(v - jit0.get(k, 0.0), 2) for k, v in f.rss.jit_cpu_s().items()}
         peak = {k: mib(v) for k, v in f.rss.peak.items()}
         end = {k: mib(v) for k, v in f.rss.last.items()}
         cpu = {k: round(v - cpu0.get(k, 0.0), 2) for k, v in f.rss.cpu_s.items()}
@@ -214,7 +217,7 @@ def run_e2e(cfg: Config, es: Elasticsearch, feed: Feed, logs: Path, *, workers: 
     check = check_documents(expected_documents(cfg, feed),
                             list(job_documents(es, jobs_alias(cfg))))
     return E2EResult(workers, len(feed.records), feed.total_events, feed.jobs,
-                     first - spawned, last - first, writes, peak, end, cpu, check,
+                     first - spawned, last - first, writes, peak, end, cpu, jit, check,
                      feed.distinct_events)
 
 

@@ -77,6 +77,19 @@ class RssSampler:
         while not self._stop.wait(self.interval):
             self.sample()
 
+    def jit_cpu_s(self) -> dict[str, float]:
+        """CPU seconds the JIT compiler threads of each watched JVM used so far (Kafka,
+        Elasticsearch): a JVM compiles its hot code for a long while after it starts, and
+        that CPU is taken from the flow on a small machine, once, not per event."""
+        with self._lock:
+            procs = dict(self._procs)
+        out = {}
+        for name, proc in procs.items():
+            seconds = jit_threads_cpu_s(proc.pid)
+            if seconds is not None:
+                out[name] = seconds
+        return out
+
 
 @dataclass
 class Flow:
@@ -144,6 +157,36 @@ def _watch_the_rest(rss: RssSampler, cfg: Config) -> None:
             except psutil.Error:
                 continue  # stopped since status() read its pid file
     rss.watch(_BENCH, os.getpid())
+
+
+#: HotSpot's compiler threads, as /proc shows their names (cut at 15 characters)
+_JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
+
+
+def jit_threads_cpu_s(pid: int) -> float | None:
+    """CPU seconds of a process's HotSpot JIT compiler threads (None: no such thread, not
+    a JVM, or no /proc)."""
+    total, found = 0.0, False
+    tasks = Path(f"/proc/{pid}/task")
+    try:
+        tids = [t.name for t in tasks.iterdir()]
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            if not (tasks / tid / "comm").read_text().startswith(_JIT_THREADS):
+                continue
+            stat = (tasks / tid / "stat").read_text()
+        except OSError:
+            continue  # the thread ended
+        # utime and stime, the 14th and 15th fields; the name in parentheses may hold spaces
+        fields = stat[stat.rindex(")") + 2:].split()
+        total += (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+        found = True
+    return total if found else None
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def mib(value: int | None) -> float | None:

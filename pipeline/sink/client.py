@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -155,6 +156,8 @@ class BulkClient:
         """Write ``actions``; returns when every item is done, rejected or failed."""
         lines = [_encode(a) for a in actions]
         results: dict[int, ItemResult] = {}
+        # counted once per request: a Prometheus counter's inc() takes a lock
+        outcomes: Counter[tuple[str, Outcome]] = Counter()
         todo = list(range(len(actions)))
         self._backoff.reset()
         while todo:
@@ -172,13 +175,14 @@ class BulkClient:
                 for i, item in zip(chunk, items, strict=True):
                     op, body = next(iter(item.items()))
                     outcome, etype, text = classify(op, body)
-                    self._count(actions[i], outcome)
+                    outcomes[actions[i].family.value, outcome] += 1
                     if outcome is Outcome.RETRY:
                         again.append(i)
                         cause = f"{body.get('status')} {etype}"
                     else:
                         results[i] = ItemResult(actions[i], outcome, int(body.get("status", 0)),
                                                 etype, text)
+                self._count(outcomes)
             todo = again
             if todo:
                 self._wait(f"bulk of {len(todo)} item(s)", cause)
@@ -210,12 +214,13 @@ class BulkClient:
             except _Retryable as exc:
                 self._wait(what, str(exc))
 
-    def _count(self, action: Action, outcome: Outcome) -> None:
-        key = (action.family.value, outcome)
-        counter = self._items.get(key)
-        if counter is None:
-            counter = self._items[key] = SINK_BULK_ITEMS.labels(*key)
-        counter.inc()
+    def _count(self, outcomes: Counter[tuple[str, Outcome]]) -> None:
+        for key, n in outcomes.items():
+            counter = self._items.get(key)
+            if counter is None:
+                counter = self._items[key] = SINK_BULK_ITEMS.labels(*key)
+            counter.inc(n)
+        outcomes.clear()
 
     def _send(self, body: list[bytes]) -> list[Mapping[str, Any]]:
         with SINK_BULK_SECONDS.time():

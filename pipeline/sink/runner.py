@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -226,6 +227,7 @@ class SinkRunner:
         if msgs:
             logger.debug("polled %d message(s); batch holds %d", len(msgs),
                          len(self._batch.records) + len(msgs))
+        read: Counter[str] = Counter()
         for msg in msgs:
             err = msg.error()
             if err is not None:
@@ -242,8 +244,11 @@ class SinkRunner:
                 self._batch.started = self._clock()
             family = self._families[topic][0]
             self._batch.records.append(_Record(msg, family, self._epochs.get(tp, 0)))
-            self.stats.records += 1
-            self._read[topic].inc()
+            read[topic] += 1
+        # counted once per poll: a Prometheus counter's inc() takes a lock
+        for topic, n in read.items():
+            self.stats.records += n
+            self._read[topic].inc(n)
 
     def _due(self) -> bool:
         b = self._batch

@@ -48,6 +48,10 @@ def test_bench_reports_every_figure_and_the_flow_equals_the_offline_fold(
     assert {"worker-0", "sink", "elasticsearch", "bench"} <= names, names
     assert any(n.startswith("kafka") for n in names), names
     assert 0 < e2e["cores_busy"] <= os.cpu_count(), e2e["cores_busy"]
+    # the JVMs' JIT compiler threads, apart: the stack's Elasticsearch and Kafka only
+    jit = e2e["jit_cpu_s"]
+    assert "elasticsearch" in jit and not {"worker-0", "sink", "bench"} & set(jit), jit
+    assert all(0 <= jit[n] <= e2e["cpu_s"][n] for n in jit), (jit, e2e["cpu_s"])
     assert body["latency"]["samples"] > 0 and body["latency"]["unobserved"] == 0
     assert body["replay"]["records"] == body["workload"]["records"]
     tracked = body["tracked"]

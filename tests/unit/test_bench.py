@@ -4,6 +4,7 @@ documents are judged, the latency quantiles, the tracked-jobs generator."""
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -12,6 +13,7 @@ from pipeline.bench import tracked
 from pipeline.bench.feed import build_feed, workload_spec
 from pipeline.bench.flow import _quantile, check_documents, sampled
 from pipeline.bench.memos import memo_feed
+from pipeline.bench.procs import jit_threads_cpu_s
 from pipeline.bench.report import FIGURES
 from pipeline.bench.run import BenchOptions, _figures
 from pipeline.fold import doc_id
@@ -142,3 +144,10 @@ def test_the_jobs_stage_alone_folds_every_job_and_says_what_it_cost(feed) -> Non
     assert cost.events == feed.total_events and cost.records == len(feed.records)
     assert feed.jobs <= cost.states <= cost.events  # a state per job per batch
     assert cost.cpu_s > 0 and cost.cpu_ms_per_event == 1000 * cost.cpu_s / cost.events
+
+
+
+def test_a_process_that_is_not_a_jvm_has_no_jit_figure() -> None:
+    # a JVM's figure is checked in tests/integration/test_bench_command.py (the stack's)
+    assert jit_threads_cpu_s(os.getpid()) is None
+    assert jit_threads_cpu_s(2**22 + 1) is None  # no such process
