@@ -161,11 +161,14 @@ def _watch_the_rest(rss: RssSampler, cfg: Config) -> None:
 
 #: HotSpot's compiler threads, as /proc shows their names (cut at 15 characters)
 _JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def jit_threads_cpu_s(pid: int) -> float | None:
     """CPU seconds of a process's HotSpot JIT compiler threads (None: no such thread, not
-    a JVM, or no /proc)."""
+    a JVM, or no /proc). A lower bound: on a machine of more cores HotSpot starts more
+    compiler threads and ends them when idle, and an ended thread's time is not counted
+    (on two cores it keeps one of each kind)."""
     total, found = 0.0, False
     tasks = Path(f"/proc/{pid}/task")
     try:
@@ -184,9 +187,6 @@ def jit_threads_cpu_s(pid: int) -> float | None:
         total += (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
         found = True
     return total if found else None
-
-
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def mib(value: int | None) -> float | None:
