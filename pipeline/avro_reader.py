@@ -26,16 +26,12 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pipeline.avro_writer import Unsupported
+from pipeline.avro_writer import Unsupported, resolve
 
 __all__ = ["Reader", "compile_reader", "read_long"]
 
 #: ``read(data, offset) -> (record, offset after it)``
 Reader = Callable[[bytes, int], tuple[dict[str, Any], int]]
-
-_PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "string",
-                         "bytes"})
-
 
 def read_long(data: bytes, pos: int) -> tuple[int, int]:
     """An Avro long (zig-zag varint) at ``pos``: ``(value, offset after it)``."""
@@ -93,23 +89,13 @@ class _Compiler:
     def value(self, schema: Any, var: str, lines: list[str], depth: int) -> None:
         """Lines that read a value of ``schema`` at ``pos`` into ``var``."""
         pad = "    " * depth
+        schema = resolve(schema, self.named)
         if isinstance(schema, list):
             self._union(schema, var, lines, depth)
             return
-        if isinstance(schema, Mapping) and set(schema) - {"type"} == set() \
-                and isinstance(schema["type"], str):
-            schema = schema["type"]
         if isinstance(schema, str):
-            if schema in _PRIMITIVES:
-                lines.extend(pad + line for line in _primitive(schema, var, self._var))
-                return
-            if schema not in self.named:
-                raise Unsupported(f"unknown named type {schema}")
-            schema = self.named[schema]
-        if not isinstance(schema, Mapping):
-            raise Unsupported(f"schema {schema!r}")
-        if "logicalType" in schema:
-            raise Unsupported(f"logical type {schema['logicalType']}")
+            lines.extend(pad + line for line in _primitive(schema, var, self._var))
+            return
         kind = schema["type"]
         if kind == "record":
             lines.append(f"{pad}{var}, pos = {self.record(schema)}(data, pos)")

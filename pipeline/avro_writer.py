@@ -26,7 +26,7 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["Unsupported", "Writer", "compile_writer", "write_long"]
+__all__ = ["Unsupported", "Writer", "compile_writer", "resolve", "write_long"]
 
 Writer = Callable[[Mapping[str, Any], bytearray], None]
 
@@ -37,7 +37,29 @@ _PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "s
 
 
 class Unsupported(Exception):
-    """The schema has a type this writer does not compile."""
+    """The schema has a type this writer (or :mod:`pipeline.avro_reader`) does not compile."""
+
+
+def resolve(schema: Any, named: Mapping[str, Any]) -> str | list[Any] | Mapping[str, Any]:
+    """A parsed schema (or a part of one) as what the compilers look at: a union (a list),
+    a primitive's name, or the mapping of a complex type, named references resolved.
+    Raises :class:`Unsupported` for a name not known or a logical type."""
+    if isinstance(schema, list):
+        return schema
+    if isinstance(schema, Mapping) and set(schema) - {"type"} == set() \
+            and isinstance(schema["type"], str):
+        schema = schema["type"]
+    if isinstance(schema, str):
+        if schema in _PRIMITIVES:
+            return schema
+        if schema not in named:
+            raise Unsupported(f"unknown named type {schema}")
+        schema = named[schema]
+    if not isinstance(schema, Mapping):
+        raise Unsupported(f"schema {schema!r}")
+    if "logicalType" in schema:
+        raise Unsupported(f"logical type {schema['logicalType']}")
+    return schema
 
 
 def write_long(n: int, out: bytearray) -> None:
@@ -139,23 +161,13 @@ class _Compiler:
     def value(self, schema: Any, var: str, lines: list[str], depth: int) -> None:
         """Lines that write the value in ``var`` as ``schema``."""
         pad = "    " * depth
+        schema = resolve(schema, self.named)
         if isinstance(schema, list):
             self._union(schema, var, lines, depth)
             return
-        if isinstance(schema, Mapping) and set(schema) - {"type"} == set() \
-                and isinstance(schema["type"], str):
-            schema = schema["type"]
         if isinstance(schema, str):
-            if schema in _PRIMITIVES:
-                lines.extend(pad + line for line in _primitive(schema, var))
-                return
-            if schema not in self.named:
-                raise Unsupported(f"unknown named type {schema}")
-            schema = self.named[schema]
-        if not isinstance(schema, Mapping):
-            raise Unsupported(f"schema {schema!r}")
-        if "logicalType" in schema:
-            raise Unsupported(f"logical type {schema['logicalType']}")
+            lines.extend(pad + line for line in _primitive(schema, var))
+            return
         kind = schema["type"]
         if kind == "record":
             lines.append(f"{pad}{self.record(schema)}({var}, out)")
