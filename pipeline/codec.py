@@ -188,37 +188,28 @@ class AvroCodec:
                                      "neither Avro single-object (c301) nor Confluent (00)")
 
     def _read(self, data: bytes, offset: int, writer: _Writer) -> dict[str, Any]:
-        if writer is None and self._read_current is not None:
-            return self._read_compiled(self._read_current, bytes(data), offset)
-        buf = io.BytesIO(data)
-        buf.seek(offset)
         try:
-            if writer is None:
-                out = schemaless_reader(buf, self._schema, None)
+            if writer is None and self._read_current is not None:
+                out, end = self._read_current(bytes(data), offset)
             else:
-                out = schemaless_reader(buf, writer, self._schema)
+                buf = io.BytesIO(data)
+                buf.seek(offset)
+                if writer is None:
+                    out = schemaless_reader(buf, self._schema, None)
+                else:
+                    out = schemaless_reader(buf, writer, self._schema)
+                end = buf.tell()
         except SchemaResolutionError as exc:
             raise ParseError("unknown-schema", f"{self.name}: the writer schema does not "
                                                f"resolve to the current one: {exc}") from exc
         except Exception as exc:  # any malformed body; bad input must never escape raw
             raise ParseError("bad-avro", f"{self.name}: body does not decode: "
                                          f"{type(exc).__name__}: {exc}") from exc
-        if buf.tell() != len(data):
-            raise ParseError("bad-avro", f"{self.name}: {len(data) - buf.tell()} bytes left "
-                                         "after the record")
-        if not isinstance(out, dict):
-            raise ParseError("bad-avro", f"{self.name}: body is not a record")
-        return out
-
-    def _read_compiled(self, read: Reader, data: bytes, offset: int) -> dict[str, Any]:
-        try:
-            out, end = read(data, offset)
-        except Exception as exc:  # any malformed body, as in _read
-            raise ParseError("bad-avro", f"{self.name}: body does not decode: "
-                                         f"{type(exc).__name__}: {exc}") from exc
         if end != len(data):
             raise ParseError("bad-avro", f"{self.name}: {len(data) - end} bytes left "
                                          "after the record")
+        if not isinstance(out, dict):
+            raise ParseError("bad-avro", f"{self.name}: body is not a record")
         return out
 
     def _writer_for_id(self, schema_id: int) -> _Writer:
