@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from pipeline.errors import SinkError
+from pipeline.errors import ParseError, SinkError
 from pipeline.fold import doc_id as fold_doc_id
+from pipeline.parsers.surrogates import check_surrogates
 from pipeline.sink.names import UNDATED, Family, check_generation, index_name, month_of
 
 __all__ = [
@@ -237,7 +238,11 @@ def _without_nulls(record: Mapping[str, Any]) -> dict[str, Any]:
 def _json_object(name: str, value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         try:
+            if "\\u" in value:  # it reads, but a request body cannot hold it
+                check_surrogates(value, False, f"event field {name}")
             value = json.loads(value)
+        except ParseError as exc:
+            raise DocumentError("bad_json", exc.message) from exc
         except json.JSONDecodeError as exc:
             raise DocumentError("bad_json", f"event field {name} is not JSON: {exc}") from exc
     if not isinstance(value, dict):

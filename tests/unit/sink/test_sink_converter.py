@@ -101,6 +101,15 @@ class TestEvents:
         assert a.source["record"] == {"JobId": 1}
         assert "jobspec" not in a.source
 
+    def test_a_lone_surrogate_is_bad_json(self) -> None:
+        # json reads "\ud800" as a str no UTF-8 request body can hold: the bulk request
+        # would fail, not the one event
+        with pytest.raises(DocumentError) as info:
+            conv.event(event(facts='{"s":"\\ud800"}'))
+        assert info.value.reason == "bad_json" and "surrogate" in info.value.message
+        assert conv.event(event(facts='{"s":"\\ud83d\\ude00"}')).source["facts"] == {
+            "s": "\U0001f600"}
+
     @pytest.mark.parametrize("context", ["{nope", "[1, 2]", "3"])
     def test_context_must_be_a_json_object(self, context: str) -> None:
         with pytest.raises(DocumentError) as info:
