@@ -25,6 +25,9 @@ taken is acknowledged (``stream_wait_empty``; :mod:`agents.intake` tracks them),
 batch is always written whole before its partitions go; the timer ends it within
 ``STATE_FLUSH_BEHIND_S``.
 
+A job state the state topic's schema cannot hold (a value beyond its types) goes to the
+DLQ as JSON, stage ``state``, and the batch goes on.
+
 A *duplicate* event changes no state but is emitted again all the same, and its job's
 table entry written again: after a crash the table (RocksDB, written at once) can be ahead
 of the outputs and of its own changelog (confirmed at the batch's end), and re-emitting is
@@ -57,7 +60,9 @@ from agents.normalize import RecentIds, Rejected, canonical_events, dlq_headers
 from agents.outputs import Outputs
 from agents.states import JobStates, decode_state
 from pipeline.anonymize import IDENTITY_FIELDS
+from pipeline.errors import ParseError
 from pipeline.fold import JobFold, folds
+from pipeline.jsontext import dumps
 from pipeline.metrics import (
     DLQ_RECORDS,
     WORKER_DUPLICATES_DROPPED,
@@ -306,19 +311,35 @@ class JobsStage:
             for key, (message, fold) in batch.folds.items():
                 with as_current(message):
                     self.states.put(key, fold)
-                docs = [self.worker.anonymizer.document(self.worker.enricher.facts(d))
-                        for d in fold.documents()]
-                for doc in docs:
-                    self.outputs.send(self.topics.state, key, self.worker.wire.encode_state(doc))
-                sent += len(docs)
-                if docs:
-                    self.active.update(key, message.partition, summarize(docs[-1]), now)
+                written = None
+                for doc in fold.documents():
+                    doc = self.worker.anonymizer.document(self.worker.enricher.facts(doc))
+                    try:
+                        value = self.worker.wire.encode_state(doc)
+                    except ParseError as exc:
+                        self._dead_state(key, message, doc, exc)
+                        continue
+                    self.outputs.send(self.topics.state, key, value)
+                    sent += 1
+                    written = doc
+                if written is not None:
+                    self.active.update(key, message.partition, summarize(written), now)
             batch.sent[self.topics.state] += sent
             self._count(batch)
             await self.outputs.flush()
             self.states.flushed()
             for message in batch.records:
                 self.acknowledge(message)
+
+    def _dead_state(self, key: bytes, message: Any, doc: dict[str, Any], exc: ParseError) -> None:
+        """A job state the state topic's schema cannot hold (a value beyond its types, from
+        events admitted before the check that refuses them): to the DLQ as JSON, and the
+        stream goes on; the job's later states are judged again."""
+        logger.warning("job state of %s cannot be written, to %s: %s", key.decode(errors="replace"),
+                       self.topics.dlq, exc.message)
+        self.outputs.send(self.topics.dlq, key, dumps(doc),
+                          dlq_headers(message, Rejected(exc.reason, exc.message), stage="state"))
+        DLQ_RECORDS.labels("state", exc.reason).inc()
 
     def _count(self, batch: Batch) -> None:
         self._read.inc(batch.read)

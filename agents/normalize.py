@@ -69,9 +69,10 @@ def canonical_events(wire: Wire, value: bytes, max_bytes: int) -> list[tuple[Job
         raise Rejected("internal-error", f"{type(exc).__name__}: {exc}") from exc
 
 
-def dlq_headers(message: Any, rejected: Rejected) -> list[tuple[str, bytes]]:
-    """Why a raw message went to the DLQ (its key and value go untouched): ``reason``,
-    ``stage``, ``error``, and ``source``, where it was read."""
-    return [("reason", rejected.reason.encode()), ("stage", b"normalize"),
+def dlq_headers(message: Any, rejected: Rejected,
+                stage: str = "normalize") -> list[tuple[str, bytes]]:
+    """Why a record went to the DLQ (a raw message's key and value go untouched):
+    ``reason``, ``stage``, ``error``, and ``source``, where ``message`` was read."""
+    return [("reason", rejected.reason.encode()), ("stage", stage.encode()),
             ("error", rejected.error.encode()[:1000]),
             ("source", f"{message.topic}[{message.partition}]@{message.offset}".encode())]

@@ -13,7 +13,11 @@ Refused:
   after every real event ("later wins") and overrule them, and open an events index for
   that far month. One day is far beyond any clock skew between a scheduler and its edge.
   Exempt: Slurm's ``eligible``, which for a pending job states when it *will* become
-  eligible (``sbatch --begin``). Records without a ``received_at`` (0) are not checked.
+  eligible (``sbatch --begin``). Records without a ``received_at`` (0) are not checked
+  by it. Whatever the record says, an event dated, or stating a time (:data:`TIME_FACTS`),
+  after :data:`MAX_EPOCH_S` is refused too: the job document holds times as epoch
+  milliseconds in a 64-bit long, and a state that cannot be written would hold back its
+  partition.
 * ``too-deep`` -- an event ``context`` nested deeper than :data:`MAX_CONTEXT_DEPTH`:
   Elasticsearch indexes ``context`` as ``flattened``, which refuses more than 20 levels;
   refused here, the whole record keeps its place in the DLQ instead of its event being
@@ -35,9 +39,13 @@ from typing import Any
 from pipeline.errors import ParseError
 from pipeline.model import JobEvent, RawRecord
 
-__all__ = ["FUTURE_TOLERANCE_S", "MAX_CONTEXT_DEPTH", "admit"]
+__all__ = ["FUTURE_TOLERANCE_S", "MAX_CONTEXT_DEPTH", "MAX_EPOCH_S", "TIME_FACTS", "admit"]
 
 FUTURE_TOLERANCE_S = 86400.0
+#: No time a scheduler can mean is later (year 5138), whatever the record's receive time
+MAX_EPOCH_S = 1e11
+#: facts that state a moment (epoch seconds) of the job
+TIME_FACTS = ("t_submit", "t_eligible", "t_start", "t_end", "expiration")
 #: Elasticsearch's flattened fields accept 20 levels; the context object is one of them
 MAX_CONTEXT_DEPTH = 16
 
@@ -55,6 +63,17 @@ def admit(raw: RawRecord, events: Sequence[JobEvent]) -> None:
                              f"dated {ev.timestamp:.0f}, {ev.timestamp - raw.received_at:.0f} s "
                              f"after the record was received ({raw.received_at:.0f}); more "
                              f"than {FUTURE_TOLERANCE_S:.0f} s ahead is a broken clock")
+        if ev.timestamp > MAX_EPOCH_S:
+            raise ParseError("future-timestamp", f"event {ev.event} of job {ev.job_id} is "
+                             f"dated {ev.timestamp:.0f}, after {MAX_EPOCH_S:.0f} (the year "
+                             "5138): not a time")
+        facts = ev.facts
+        for name in TIME_FACTS:
+            t = facts.get(name)
+            if t is not None and t > MAX_EPOCH_S:
+                raise ParseError("future-timestamp", f"event {ev.event} of job {ev.job_id} "
+                                 f"states {name} {t:.0f}, after {MAX_EPOCH_S:.0f} (the year "
+                                 "5138): not a time")
         if ev.context and _depth(ev.context, MAX_CONTEXT_DEPTH + 1) > MAX_CONTEXT_DEPTH:
             raise ParseError("too-deep", f"event {ev.event} of job {ev.job_id}: context "
                              f"nested deeper than {MAX_CONTEXT_DEPTH} levels")

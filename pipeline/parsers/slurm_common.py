@@ -21,6 +21,7 @@ from typing import Any
 
 import cachetools
 
+from pipeline.admission import MAX_EPOCH_S
 from pipeline.errors import ParseError
 from pipeline.hostlist import expand_hostlist
 from pipeline.model import FACT_FIELDS, JobEvent, make_event_id
@@ -61,10 +62,6 @@ _SENTINELS = frozenset({NO_VAL, INFINITE, NO_VAL64, INFINITE64, 0xFFFE, 0xFFFF})
 #: Integers are 64-bit signed downstream (Avro ``long``): a larger one is refused at parse
 #: time, not folded into a job state the worker cannot write.
 _INT64 = 2**63
-
-#: Epoch seconds beyond this are not a time Slurm can mean (year 5138); rejecting them keeps
-#: float conversion and datetime arithmetic safe.
-_MAX_EPOCH = 1e11
 
 #: Record keys that never go downstream (design 5, privacy): batch scripts, environments,
 #: and the submit command line (it carries the same kind of secrets as the environment).
@@ -247,7 +244,7 @@ def epoch(value: Any, field: str) -> float | None:
     if kind is int or kind is float:  # the CLIs' epoch numbers: the checks at the end, first
         if kind is int and value in _SENTINELS:
             return None
-        if not math.isfinite(value) or value < 0 or value > _MAX_EPOCH:
+        if not math.isfinite(value) or value < 0 or value > MAX_EPOCH_S:
             raise ParseError("bad-time", f"{field}: {value!r} is not an epoch time")
         return float(value) if value else None
     if value is None:
@@ -276,7 +273,7 @@ def epoch(value: Any, field: str) -> float | None:
         raise _bad_type(field, "a time (string or epoch number)", value)
     if _is_int(value) and value in _SENTINELS:
         return None
-    if not math.isfinite(value) or value < 0 or value > _MAX_EPOCH:
+    if not math.isfinite(value) or value < 0 or value > MAX_EPOCH_S:
         raise ParseError("bad-time", f"{field}: {value!r} is not an epoch time")
     return float(value) if value else None
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.admission import FUTURE_TOLERANCE_S, MAX_CONTEXT_DEPTH
+from pipeline.admission import FUTURE_TOLERANCE_S, MAX_CONTEXT_DEPTH, MAX_EPOCH_S
 from pipeline.errors import ParseError
 from pipeline.fold import fold
 from pipeline.model import RawRecord
@@ -50,6 +50,30 @@ def test_an_event_within_a_day_of_its_record_is_admitted() -> None:
 
 def test_a_record_without_a_receive_time_is_not_judged_by_it() -> None:
     assert len(normalize(flux([{**SUBMIT, "timestamp": 4_102_444_800.0}], received_at=0.0))) == 1
+
+
+@pytest.mark.parametrize("received_at", [0.0, 1e17])
+def test_an_event_past_any_real_time_is_refused_whatever_its_receive_time(
+        received_at: float) -> None:
+    # as epoch milliseconds it would not fit the job document's 64-bit times
+    assert reason(flux([{**SUBMIT, "timestamp": 1e17}], received_at=received_at)) \
+        == "future-timestamp"
+    [ev] = normalize(flux([{**SUBMIT, "timestamp": MAX_EPOCH_S}], received_at=0.0))
+    assert ev.timestamp == MAX_EPOCH_S
+
+
+def test_an_event_stating_a_time_past_any_real_time_is_refused() -> None:
+    alloc = {"name": "alloc", "timestamp": T}
+    r = {"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}],
+                                     "starttime": T, "expiration": 1e17}}
+    raw = RawRecord(cluster="c", scheduler="flux", format="flux-journal", received_at=T,
+                    payload=json.dumps({"id": 5, "events": [alloc], "R": r}).encode())
+    assert reason(raw) == "future-timestamp"
+    ok = {**r, "execution": {**r["execution"], "expiration": T + 3600}}
+    raw = RawRecord(cluster="c", scheduler="flux", format="flux-journal", received_at=T,
+                    payload=json.dumps({"id": 5, "events": [alloc], "R": ok}).encode())
+    [ev] = normalize(raw)
+    assert ev.facts["expiration"] == T + 3600
 
 
 def slurm_jobcomp(record: dict[str, Any], received_at: float) -> RawRecord:

@@ -240,3 +240,61 @@ def test_active_jobs_give_back_the_summaries_they_were_given() -> None:
     sizes = {key[0]: len(packed) for jobs in active.by_partition.values()
              for key, packed in jobs.items()}
     assert sizes == {0: 44, 1: 44, 2: 44, 3: 56, 4: 56}
+
+
+def test_a_job_state_the_schema_cannot_hold_goes_to_the_dlq_and_the_stream_goes_on() -> None:
+    """An event dated past any real time (admitted by a worker before admission refused
+    it, here read back from the canonical topic) makes a state whose times do not fit the
+    schema's longs: the state goes to the DLQ as JSON, the batch's other jobs' states go
+    out, and every record is acknowledged."""
+    import asyncio
+
+    from agents.jobs import JobsStage, job_partition
+    from pipeline.anonymize import Anonymizer
+    from pipeline.enrich import Enricher
+    from pipeline.topics import canonical_topic
+    from pipeline.wire import Wire
+
+    cfg = Config()
+    canonical = canonical_topic(cfg.worker.app_id)
+    sent: list[tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]] | None]] = []
+
+    class Outputs:
+        def send(self, topic: str, key: bytes | None, value: bytes | None,
+                 headers: list[tuple[str, bytes]] | None = None) -> None:
+            sent.append((topic, key, value, headers))
+
+        async def flush(self) -> None:
+            pass
+
+    worker = SimpleNamespace(
+        cfg=cfg, wire=Wire(cfg), app=SimpleNamespace(consumer=None),
+        raw=SimpleNamespace(get_topic_name=lambda: cfg.topics.raw),
+        canonical=SimpleNamespace(get_topic_name=lambda: canonical),
+        enricher=Enricher.from_config(cfg.enrich.passwd_file, cfg.enrich.users_file,
+                                      cfg.enrich.topology_file),
+        anonymizer=Anonymizer.from_config(cfg.anonymize.fields, cfg.anonymize.key_file))
+    acked: list[int] = []
+    stage = JobsStage(worker, Outputs(), JobStates({}), ActiveJobs(),  # type: ignore[arg-type]
+                      lambda m: acked.append(m.offset))
+    for offset, ev in enumerate([submit("7", t=1e17), submit("8")]):
+        key = ev.key.encode()
+        stage.take(SimpleNamespace(topic=canonical, partition=job_partition(key, 8),
+                                   offset=offset, key=key, value=encode_canonical(ev)))
+    asyncio.run(stage.flush())
+
+    [dead] = [s for s in sent if s[0] == cfg.topics.dlq]
+    headers = dict(dead[3] or [])
+    assert dead[1] == b"c:7" and headers["stage"] == b"state"
+    assert headers["reason"] == b"invalid-record" and b"Avro long" in headers["error"]
+    assert json.loads(dead[2] or b"")["t_submit"] == 10**20
+    states = [decode_state_value(v) for t, _, v, _ in sent if t == cfg.topics.state]
+    assert [s["job_id"] for s in states] == ["8"]
+    assert sorted(acked) == [0, 1]
+
+
+def decode_state_value(value: bytes | None) -> dict[str, object]:
+    from pipeline.codec import AvroCodec
+
+    assert value is not None
+    return AvroCodec("JobState").decode(value)
