@@ -60,8 +60,8 @@ from agents.normalize import RecentIds, Rejected, canonical_events, dlq_headers
 from agents.outputs import Outputs
 from agents.states import JobStates, decode_state
 from pipeline.anonymize import IDENTITY_FIELDS
-from pipeline.errors import ParseError
-from pipeline.fold import JobFold, folds
+from pipeline.errors import ParseError, ServiceError
+from pipeline.fold import JobFold, StateTooLarge, folds
 from pipeline.jsontext import dumps
 from pipeline.metrics import (
     DLQ_RECORDS,
@@ -73,7 +73,7 @@ from pipeline.metrics import (
 )
 from pipeline.model import JobEvent
 from pipeline.snapshots import JobSummary, build_snapshots, summarize
-from pipeline.wire import EXPIRE, decode_canonical, encode_control
+from pipeline.wire import EXPIRE, decode_canonical, encode_canonical, encode_control
 
 if TYPE_CHECKING:
     from agents.app import Worker
@@ -309,27 +309,63 @@ class JobsStage:
             now = time.time()
             sent = 0
             for key, (message, fold) in batch.folds.items():
-                with as_current(message):
-                    self.states.put(key, fold)
-                written = None
-                for doc in fold.documents():
-                    doc = self.worker.anonymizer.document(self.worker.enricher.facts(doc))
-                    try:
-                        value = self.worker.wire.encode_state(doc)
-                    except ParseError as exc:
-                        self._dead_state(key, message, doc, exc)
-                        continue
-                    self.outputs.send(self.topics.state, key, value)
-                    sent += 1
-                    written = doc
-                if written is not None:
-                    self.active.update(key, message.partition, summarize(written), now)
+                try:
+                    sent += self._write_job(key, message, fold, now)
+                except ServiceError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - one job's failure must not stop all
+                    self._dead_job(key, message, fold, exc)
             batch.sent[self.topics.state] += sent
             self._count(batch)
             await self.outputs.flush()
             self.states.flushed()
             for message in batch.records:
                 self.acknowledge(message)
+
+    def _write_job(self, key: bytes, message: Any, fold: JobFold, now: float) -> int:
+        """One job's table entry and states; the number of states sent."""
+        with as_current(message):
+            self.states.put(key, fold)
+        sent = 0
+        written = None
+        for doc in fold.documents():
+            doc = self.worker.anonymizer.document(self.worker.enricher.facts(doc))
+            try:
+                value = self.worker.wire.encode_state(doc)
+                if len(value) > self.max_bytes:
+                    raise ParseError("too-large", f"the job state is {len(value)} bytes, over "
+                                                  f"worker.max_event_bytes ({self.max_bytes})")
+            except ParseError as exc:
+                self._dead_state(key, message, doc, exc)
+                continue
+            self.outputs.send(self.topics.state, key, value)
+            sent += 1
+            written = doc
+        if written is not None:
+            self.active.update(key, message.partition, summarize(written), now)
+        return sent
+
+    def _dead_job(self, key: bytes, message: Any, fold: JobFold, exc: Exception) -> None:
+        """A job whose state cannot be written (over its budget even with one event of
+        each kind, or a bug): its latest document to the DLQ, and the batch goes on. The
+        job goes on from its last state written, and is judged again at its next event."""
+        if isinstance(exc, StateTooLarge):
+            rejected = Rejected("state-too-large", str(exc))
+            logger.warning("job state of %s cannot be kept, to %s: %s",
+                           key.decode(errors="replace"), self.topics.dlq, exc)
+        else:
+            rejected = Rejected("internal-error", f"{type(exc).__name__}: {exc}")
+            logger.error("job state of %s failed, to %s", key.decode(errors="replace"),
+                         self.topics.dlq, exc_info=exc)
+        self.states.forget(key)
+        try:
+            docs = fold.documents()
+            value = dumps(docs[-1]) if docs else None
+        except Exception:  # noqa: BLE001 - the record says why; the fold may be what fails
+            value = None
+        self.outputs.send(self.topics.dlq, key, value, dlq_headers(message, rejected,
+                                                                   stage="state"))
+        DLQ_RECORDS.labels("state", rejected.reason).inc()
 
     def _dead_state(self, key: bytes, message: Any, doc: dict[str, Any], exc: ParseError) -> None:
         """A job state the state topic's schema cannot hold (a value beyond its types, from
@@ -391,6 +427,23 @@ class JobsStage:
                 and job_partition(message.key, self.partitions) == message.partition)
 
     def _fold(self, key: bytes, message: Any, ev: JobEvent) -> None:
+        """Fold one event and emit it; an event that fails (a bug, a value the events
+        topic's schema cannot hold) goes to the DLQ as its canonical JSON, stage ``fold``,
+        and the record's other events go on."""
+        try:
+            self._fold_one(key, message, ev)
+        except ServiceError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one event's failure must not stop all
+            reason = exc.reason if isinstance(exc, ParseError) else "internal-error"
+            logger.error("event %s of job %s failed, to %s: %s", ev.event_id,
+                         key.decode(errors="replace"), self.topics.dlq, exc,
+                         exc_info=None if isinstance(exc, ParseError) else exc)
+            self.outputs.send(self.topics.dlq, key, encode_canonical(ev), dlq_headers(
+                message, Rejected(reason, f"{type(exc).__name__}: {exc}"), stage="fold"))
+            DLQ_RECORDS.labels("fold", reason).inc()
+
+    def _fold_one(self, key: bytes, message: Any, ev: JobEvent) -> None:
         if folds(ev):
             fold = self._job(key)
             fold.add(ev)
@@ -438,7 +491,7 @@ class JobsStage:
 
 def register(worker: Worker) -> None:
     app, cfg = worker.app, worker.cfg
-    states = JobStates(worker.jobs)
+    states = JobStates(worker.jobs, max_bytes=cfg.worker.max_state_bytes)
     active = ActiveJobs()
     raw, canonical = worker.raw.get_topic_name(), worker.canonical.get_topic_name()
     stage = JobsStage(worker, worker.outputs, states, active, partial(acknowledge, app))

@@ -17,6 +17,7 @@ edges' (:data:`PRODUCER_DEFAULTS`).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -25,6 +26,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from pipeline.backoff import Backoff
 from pipeline.config import Config
+from pipeline.metrics import DLQ_RECORDS
 from pipeline.spool import POISON_ERRORS, producer_config
 
 __all__ = ["PRODUCER_DEFAULTS", "Outputs"]
@@ -46,7 +48,10 @@ PRODUCER_DEFAULTS = {"linger.ms": 1000}
 class Outputs:
     """Records to Kafka, confirmed by :meth:`flush`; a record whose delivery failed is
     produced again until it is confirmed (the consumers drop copies: events by id, job
-    states by revision). A record Kafka can never take stops the worker."""
+    states by revision). A record Kafka can never take (too large, refused as invalid:
+    ``POISON_ERRORS``) goes to the DLQ instead, its value too if the DLQ takes it, else
+    its size and SHA-256: stopping the worker on it would stop it again after every
+    restart, as the same input gives the same record. A fatal producer error stops it."""
 
     def __init__(self, cfg: Config, client_id: str, *, producer: Any = None) -> None:
         self._cfg, self._client_id, self._made = cfg, client_id, producer
@@ -109,9 +114,16 @@ class Outputs:
             if not self._failed:
                 return
             failed, self._failed = self._failed, []
+            fatal = [err for _, err in failed if err.fatal()]
+            if fatal:
+                raise KafkaException(fatal[0])
+            poison = [(r, err) for r, err in failed if err.name() in POISON_ERRORS]
+            for r, err in poison:
+                self._dead_letter(r, err)
+            failed = [(r, err) for r, err in failed if err.name() not in POISON_ERRORS]
+            if not failed:
+                continue
             errors = {err.name() for _, err in failed}
-            if errors & POISON_ERRORS or any(err.fatal() for _, err in failed):
-                raise KafkaException(failed[0][-1])
             delay = backoff.next()
             logger.warning("outputs: %d records failed (%s); sending them again in %.1f s",
                            len(failed), ", ".join(sorted(errors)), delay)
@@ -120,6 +132,29 @@ class Outputs:
                 self.send(r.topic, r.key, r.value, r.headers,
                           partition=None if r.partition < 0 else r.partition,
                           on_delivery=r.on_delivery)
+
+
+    def _dead_letter(self, r: _Record, err: KafkaError) -> None:
+        """A record Kafka refuses for what it is: to the DLQ with why; a DLQ record that
+        is refused too goes again without its value (that cannot be refused)."""
+        dlq = self._cfg.topics.dlq
+        size = 0 if r.value is None else len(r.value)
+        logger.error("outputs: Kafka refused a record of %s (%d bytes, %s); to %s", r.topic,
+                     size, err.name(), dlq)
+        if r.topic == dlq:
+            if any(k == "value-dropped" for k, _ in r.headers or ()):
+                logger.error("outputs: the DLQ refused a record without its value: dropped")
+                return
+            digest = hashlib.sha256(r.value or b"").hexdigest()
+            headers = [*(r.headers or ()), ("value-dropped", f"{size} bytes, sha256 "
+                                                            f"{digest}".encode())]
+            self.send(dlq, r.key, None, headers)
+        else:
+            headers = [("reason", err.name().lower().lstrip("_").encode()),
+                       ("stage", b"outputs"), ("error", err.str().encode()[:1000]),
+                       ("source", f"output to {r.topic}".encode())]
+            self.send(dlq, r.key, r.value, headers)
+        DLQ_RECORDS.labels("outputs", err.name()).inc()
 
 
 class _Record(NamedTuple):

@@ -22,17 +22,21 @@ from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from agents.table import JobsTable
-from pipeline.fold import JobFold
+from pipeline.fold import JobFold, StateTooLarge
 
-__all__ = ["FOLD_CACHE_SIZE", "JobStates", "decode_state", "encode_state"]
+__all__ = ["FOLD_CACHE_SIZE", "MAX_STATE_BYTES", "JobStates", "decode_state", "encode_state"]
+
+#: a job state's budget when none is given (``worker.max_state_bytes``' default)
+MAX_STATE_BYTES = 512 * 1024
 
 #: jobs whose folds stay in memory (a fold of ten events is ~10 KiB, and as much again
 #: for each event's JSON and the folded incarnation: ~40 MiB in all)
 FOLD_CACHE_SIZE = 2048
 
-def encode_state(fold: JobFold) -> bytes:
-    """A fold's table value."""
-    return fold.to_json()
+def encode_state(fold: JobFold, max_bytes: int = MAX_STATE_BYTES) -> bytes:
+    """A fold's table value, at most ``max_bytes`` long (:meth:`JobFold.fit`; raises
+    :class:`~pipeline.fold.StateTooLarge`)."""
+    return fold.fit(max_bytes)
 
 
 def decode_state(value: bytes | str | Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -48,9 +52,10 @@ class JobStates:
     """Job key -> JobFold, through a bounded LRU of folds, writing through to ``table``."""
 
     def __init__(self, table: MutableMapping[bytes, Any],
-                 capacity: int = FOLD_CACHE_SIZE) -> None:
+                 capacity: int = FOLD_CACHE_SIZE, max_bytes: int = MAX_STATE_BYTES) -> None:
         self.table = table
         self.capacity = capacity
+        self.max_bytes = max_bytes
         self._folds: OrderedDict[bytes, JobFold] = OrderedDict()
         self.hits = self.misses = 0
 
@@ -70,8 +75,15 @@ class JobStates:
         return fold
 
     def put(self, key: bytes, fold: JobFold) -> None:
-        """Write the job's state (always: see agents/jobs.py)."""
-        self.table[key] = encode_state(fold)
+        """Write the job's state (always: see agents/jobs.py). A state that cannot fit
+        its budget (:class:`~pipeline.fold.StateTooLarge`) is not written, and its fold is
+        forgotten: the job goes on from its last state written."""
+        try:
+            value = encode_state(fold, self.max_bytes)
+        except StateTooLarge:
+            self._folds.pop(key, None)
+            raise
+        self.table[key] = value
         self._remember(key, fold)
 
     def flushed(self) -> None:
@@ -79,6 +91,10 @@ class JobStates:
         offsets its changelog reached (agents.table)."""
         if isinstance(self.table, JobsTable):
             self.table.persist_offsets()
+
+    def forget(self, key: bytes) -> None:
+        """Drop the job's fold from memory: its next event starts from the table."""
+        self._folds.pop(key, None)
 
     def delete(self, key: bytes) -> None:
         self._folds.pop(key, None)

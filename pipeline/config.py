@@ -138,6 +138,10 @@ class WorkerConfig:
     #: jobspec / R / record (marked ``<name>_truncated`` in its context). Below the
     #: broker's default max.message.bytes (1 MiB), which the event topics keep.
     max_event_bytes: int = 900_000
+    #: largest job state (JSON bytes) the jobs table keeps, one changelog record: a state
+    #: over it keeps fewer of each kind of event (pipeline.fold, "Bounds"); one that cannot
+    #: fit even so goes to the DLQ, stage ``state``. Well under the changelog's 1 MiB.
+    max_state_bytes: int = 512 * 1024
     #: the worker's fetches from Kafka wait for this many bytes ... (agents.fetch)
     fetch_min_bytes: int = 65536
     #: ... or this long, whichever comes first: the latency it adds, at most

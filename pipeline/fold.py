@@ -97,10 +97,38 @@ Field rules that are choices (Flux facts: flux.md section 2.3):
   (:func:`folds`), so neither ``revision`` nor ``updated_at`` moves with them, and a job's
   state and the cost of folding it do not grow with its memos. They are in the events
   index like every event.
-* ``revision``: the number of distinct (event id, content) pairs folded for the job key.
+* ``revision``: the number of distinct (event id, content) pairs folded for the job key
+  (kept or dropped: "Bounds" below).
   It only grows as events arrive, is the same for any order, and is shared by every
   incarnation of a key (an event can move to a new incarnation when its submit arrives; a
   shared count still only grows, so Elasticsearch's external version check holds).
+
+Bounds. A job's owner can post events without end (``flux job urgency``, ``flux job raise``
+in a loop), and a job's state is one Kafka record (the table's changelog) that must stay
+under the broker's message size. So a job's state keeps, of each *window* -- the events of
+one name (names the fold does not know share one), and for ``exception`` of one severity
+-- at most :data:`KEEP_PER_WINDOW`:
+the first in fold order (which decides ``t_eligible``, a Flux job's tracked exception and
+``t_end``) and the latest after it (which decide urgency, priority and the pending
+reason). The others are dropped from the state and counted: ``events_dropped`` (every
+window) and ``exceptions_dropped`` (so a document's ``exceptions`` list is the kept ones,
+at most ``KEEP_PER_WINDOW`` per severity); every event stays in the events index. The
+state keeps of an event's context only the keys the fold reads (:data:`FOLD_CONTEXT`),
+free text cut to :data:`STATE_TEXT_CHARS` characters (a dependency description longer than
+that by its hash, as the fold only compares them), text facts to :data:`STATE_FACT_CHARS`
+(so in the document too), and a long node list as runs of numbered names.
+:meth:`JobFold.fit` keeps the state JSON under a byte budget by narrowing that job's
+windows (kept in its state) and raises :class:`StateTooLarge` when even one event per
+window does not fit.
+
+Within the bounds nothing changes: the documents of a job whose windows never fill are
+those of every event. Beyond them, the kept events are the same for any order and any
+duplication (the first and the latest of every event seen), so the documents' fields are
+too, but for the counts: an event sorting before the window of a full kind is neither kept
+nor counted, as it cannot be told from a copy of one dropped before; so the counts, and
+``revision`` with them, are exact when events arrive in fold order (the sources' own
+order) and a lower bound otherwise. ``revision`` counts dropped events too, so it still
+grows with every event that changes the state.
 
 Documents never carry scripts or environments (the parsers drop them; facts hold none).
 """
@@ -108,7 +136,9 @@ Documents never carry scripts or environments (the parsers drop them; facts hold
 from __future__ import annotations
 
 import hashlib
+import heapq
 import math
+import re
 import weakref
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
@@ -117,9 +147,11 @@ from typing import Any
 
 from pipeline.buckets import duration_bucket, gpu_bucket, size_bucket
 from pipeline.jsontext import canonical, dumps_text
-from pipeline.model import RESULTS, JobEvent, job_key
+from pipeline.model import CANONICAL_EVENTS, RESULTS, JobEvent, job_key
 
-__all__ = ["DOC_FIELDS", "JobFold", "doc_id", "event_order", "fold", "folds"]
+__all__ = ["DOC_FIELDS", "FOLD_CONTEXT", "KEEP_PER_WINDOW", "STATE_FACT_CHARS",
+           "STATE_TEXT_CHARS", "JobFold",
+           "StateTooLarge", "doc_id", "event_order", "fold", "folds"]
 
 #: Every field of a job document, in output order (unknown values are None): the fields of
 #: the ``JobState`` schema, plus ``incarnation`` (0 but for a reused Slurm job id).
@@ -142,8 +174,22 @@ DOC_FIELDS: tuple[str, ...] = (
     "cpu_time_s", "cpu_eff_pct", "mem_max_mb", "mem_max_pct", "gpu_util_pct",
     "cpu_eff_x_nh", "mem_eff_x_nh",
     "pending_reason",
+    "events_dropped", "exceptions_dropped",
     "revision", "updated_at",
 )
+
+#: Events a job's state keeps of one window (module docstring, "Bounds"): a real job has a
+#: handful of each name, requeued ones one per run.
+KEEP_PER_WINDOW = 100
+#: The context keys the fold reads (its handlers): all a job's state keeps of a context.
+FOLD_CONTEXT: frozenset[str] = frozenset(
+    {"urgency", "priority", "description", "state_reason", "type", "severity", "note",
+     "status"})
+#: Free text of a context (an exception's type and note) kept in a job's state, at most.
+STATE_TEXT_CHARS = 1024
+#: Text facts kept in a job's state, at most: no real name, account or path is longer
+#: (PATH_MAX is 4096), and the events index keeps them whole.
+STATE_FACT_CHARS = 4096
 
 #: Facts copied to the document as they are (latest value wins).
 _IDENTITY_FACTS: tuple[str, ...] = (
@@ -257,6 +303,142 @@ def _fingerprint(ev: JobEvent) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
+class StateTooLarge(ValueError):
+    """A job's state does not fit its byte budget even with one event per window."""
+
+
+def _window_of(ev: JobEvent) -> str:
+    """The window of an event in its job's state (module docstring, "Bounds")."""
+    if ev.event == "exception":
+        severity = ev.context.get("severity")
+        return f"exception/{severity if isinstance(severity, int) else 0}"
+    # Flux eventlogs are extensible: names we do not know share one window, so a record
+    # naming thousands of them cannot make thousands of windows
+    return ev.event if ev.event in CANONICAL_EVENTS else "other"
+
+
+def _state_text(value: Any) -> Any:
+    """A context value as a job's state keeps it: numbers as they are, text cut to
+    :data:`STATE_TEXT_CHARS`, anything else as its JSON text, cut."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    text = value if isinstance(value, str) else canonical(value)
+    return text if len(text) <= STATE_TEXT_CHARS else text[:STATE_TEXT_CHARS]
+
+
+def _for_state(ev: JobEvent) -> JobEvent:
+    """``ev`` as its job's state keeps it: the context keys the fold reads, bounded, and
+    text facts cut to :data:`STATE_FACT_CHARS`."""
+    ctx = ev.context
+    kept = {k: _state_text(v) for k, v in ctx.items() if k in FOLD_CONTEXT}
+    desc = ctx.get("description")
+    if isinstance(desc, str) and len(desc) > STATE_TEXT_CHARS:
+        # compared, never shown: two long descriptions must stay two
+        kept["description"] = "blake2b:" + hashlib.blake2b(
+            desc.encode(errors="surrogatepass"), digest_size=16).hexdigest()
+    facts = ev.facts
+    if any(isinstance(v, str) and len(v) > STATE_FACT_CHARS for v in facts.values()):
+        facts = {k: v[:STATE_FACT_CHARS] if isinstance(v, str) else v
+                 for k, v in facts.items()}
+    if facts is ev.facts and len(kept) == len(ctx) and all(kept[k] is ctx[k] for k in kept):
+        return ev
+    return replace(ev, context=kept, facts=facts)
+
+
+#: A node list of more names than this is kept in a job's state as runs of numbered names.
+_RUNS_FROM = 16
+_NUMBERED = re.compile(r"(.*?)([0-9]{1,18})([^0-9]*)", re.DOTALL)
+
+
+def _node_runs(names: list[Any]) -> list[list[Any]]:
+    """``["n01", "n02", "n03", "login"]`` -> ``[["n", 1, 3, 2, ""], ["login"]]``: names as
+    runs of (prefix, first number, count, zero-padded width, suffix), in their order, or
+    alone. Exact by construction (a run's names are formatted back and compared), with no
+    hostlist syntax to escape: a 10,000-node job's list is a few runs, not 150 KB in
+    every event of its state that states it."""
+    runs: list[list[Any]] = []
+    for name in names:
+        m = _NUMBERED.fullmatch(name) if isinstance(name, str) else None
+        if m is None:
+            runs.append([name])
+            continue
+        prefix, digits, suffix = m.groups()
+        number, width = int(digits), len(digits)
+        if f"{number:0{width}d}" != digits:
+            runs.append([name])
+            continue
+        last = runs[-1] if runs else None
+        if (last is not None and len(last) == 5 and last[0] == prefix and last[4] == suffix
+                and last[3] == width and last[1] + last[2] == number
+                and len(str(number)) <= width):
+            last[2] += 1
+        else:
+            runs.append([prefix, number, 1, width, suffix])
+    return runs
+
+
+def _node_names(runs: list[list[Any]]) -> list[Any]:
+    out: list[Any] = []
+    for run in runs:
+        if len(run) == 1:
+            out.append(run[0])
+        else:
+            prefix, first, count, width, suffix = run
+            out.extend(f"{prefix}{i:0{width}d}{suffix}" for i in range(first, first + count))
+    return out
+
+
+@dataclass(slots=True)
+class _Window:
+    """The order of a full window's kept events: its first, and a min-heap of the rest
+    (the latest), by fold order."""
+
+    first: tuple[tuple[Any, ...], str]
+    rest: list[tuple[tuple[Any, ...], str]]
+
+    @classmethod
+    def of(cls, name: str, events: Iterable[JobEvent], keep: int) -> _Window:
+        entries = sorted((event_order(ev), ev.event_id) for ev in events
+                         if _window_of(ev) == name)
+        window = cls(entries[0], entries[1:])
+        heapq.heapify(window.rest)
+        return window
+
+    def rebuild(self, events: Iterable[JobEvent]) -> None:
+        name = None
+        for ev in events:
+            if ev.event_id == self.first[1]:
+                name = _window_of(ev)
+                break
+        if name is not None:
+            again = _Window.of(name, events, 0)
+            self.first, self.rest = again.first, again.rest
+
+    def push(self, ev: JobEvent) -> None:
+        entry = (event_order(ev), ev.event_id)
+        if entry < self.first:
+            entry, self.first = self.first, entry
+        heapq.heappush(self.rest, entry)
+
+    def admit(self, ev: JobEvent, keep: int) -> str:
+        """Take ``ev`` into a full window; the id of the event it drops (maybe its own)."""
+        entry = (event_order(ev), ev.event_id)
+        if entry < self.first:
+            entry, self.first = self.first, entry
+        if keep <= 1:
+            return entry[1]
+        if entry < self.rest[0]:
+            return entry[1]
+        return heapq.heapreplace(self.rest, entry)[1]
+
+    def trim(self, keep: int) -> list[str]:
+        """Drop the window's events beyond ``keep``, earliest of the rest first."""
+        out = []
+        while self.rest and len(self.rest) + 1 > keep:
+            out.append(heapq.heappop(self.rest)[1])
+        return out
+
+
 def _merge_maps(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     """Key-wise union; where both have a key, the larger canonical value (commutative)."""
     out = dict(a)
@@ -297,8 +479,8 @@ class JobFold:
     Slurm submit time, which starts a run or an incarnation) folds all events again.
     """
 
-    __slots__ = ("cluster", "scheduler", "job_id", "job_id_f58", "_events", "_fps", "_json",
-                 "_live", "_new", "__weakref__")
+    __slots__ = ("cluster", "scheduler", "job_id", "job_id_f58", "keep", "_events", "_fps",
+                 "_json", "_live", "_new", "_counts", "_windows", "_dropped", "__weakref__")
 
     def __init__(self) -> None:
         self.cluster: str | None = None
@@ -311,6 +493,11 @@ class JobFold:
         # the folded incarnation and the order of its last event; the events added since
         self._live: _Live | None = None
         self._new: list[JobEvent] = []
+        #: events kept of one window at most; fit() lowers it for a state over its budget
+        self.keep = KEEP_PER_WINDOW
+        self._counts: dict[str, int] = {}  # window -> events kept
+        self._windows: dict[str, _Window] = {}  # the full windows' order, made when full
+        self._dropped: dict[str, int] = {}  # window -> events dropped
 
     @property
     def key(self) -> str | None:
@@ -319,8 +506,14 @@ class JobFold:
 
     @property
     def revision(self) -> int:
-        """Distinct (event id, content) pairs folded: grows with every new fact."""
-        return sum(len(fps) for fps in self._fps.values())
+        """Distinct (event id, content) pairs folded, the dropped ones included: grows
+        with every new fact."""
+        return sum(len(fps) for fps in self._fps.values()) + sum(self._dropped.values())
+
+    @property
+    def dropped(self) -> Mapping[str, int]:
+        """Window -> events dropped from the state (module docstring, "Bounds")."""
+        return self._dropped
 
     @property
     def done(self) -> bool:
@@ -350,21 +543,80 @@ class JobFold:
                            context=dict(event.context), facts=dict(event.facts),
                            job_id_f58=event.job_id_f58)
         fp = _fingerprint(compact)
-        fps = self._fps.setdefault(event.event_id, set())
-        if fp in fps:
+        fps = self._fps.get(event.event_id)
+        if fps is not None and fp in fps:
             return False
-        fps.add(fp)
-        self._json.pop(event.event_id, None)
+        compact = _for_state(compact)
         old = self._events.get(event.event_id)
         if old is None:
+            if not self._make_room(compact):
+                return False
             self._events[event.event_id] = compact
             self._new.append(compact)
+            fps = self._fps[event.event_id] = set()
         else:
-            self._events[event.event_id] = _merge_variants(old, compact)
+            assert fps is not None
+            merged = self._events[event.event_id] = _merge_variants(old, compact)
             self._live = None
+            window = self._windows.get(_window_of(merged))
+            if window is not None:  # the merged copy may sort elsewhere
+                window.rebuild(self._events.values())
+        fps.add(fp)
+        self._json.pop(event.event_id, None)
         if event.job_id_f58 and (self.job_id_f58 is None or event.job_id_f58 < self.job_id_f58):
             self.job_id_f58 = event.job_id_f58
         return True
+
+    def _make_room(self, ev: JobEvent) -> bool:
+        """Count a new event into its window; when the window is full, drop its event that
+        sorts between the first and the latest (False: that is ``ev`` itself)."""
+        name = _window_of(ev)
+        count = self._counts.get(name, 0)
+        if count < self.keep:
+            self._counts[name] = count + 1
+            window = self._windows.get(name)
+            if window is not None:
+                window.push(ev)
+            return True
+        window = self._windows.get(name)
+        if window is None:
+            window = self._windows[name] = _Window.of(name, self._events.values(), self.keep)
+        out = window.admit(ev, self.keep)
+        if out == ev.event_id:
+            return False
+        self._forget(out)
+        self._dropped[name] = self._dropped.get(name, 0) + 1
+        return True
+
+    def _forget(self, event_id: str) -> None:
+        del self._events[event_id]
+        self._fps.pop(event_id, None)
+        self._json.pop(event_id, None)
+        self._live = None
+
+    def fit(self, max_bytes: int) -> bytes:
+        """:meth:`to_json`, at most ``max_bytes`` long: while it is longer, every window of
+        this job keeps a quarter as many events (at least one), the rest counted dropped.
+
+        :raises StateTooLarge: one event per window is still too much (huge facts).
+        """
+        data = self.to_json()
+        while len(data) > max_bytes and self.keep > 1:
+            self.keep = max(1, self.keep // 4)
+            self._windows.clear()
+            for name, count in list(self._counts.items()):
+                if count <= self.keep:
+                    continue
+                window = _Window.of(name, self._events.values(), self.keep)
+                for event_id in window.trim(self.keep):
+                    self._forget(event_id)
+                self._counts[name] = self.keep
+                self._dropped[name] = self._dropped.get(name, 0) + count - self.keep
+            data = self.to_json()
+        if len(data) > max_bytes:
+            raise StateTooLarge(f"the state of job {self.key} is {len(data)} bytes with one "
+                                f"event of each name, over its budget of {max_bytes}")
+        return data
 
     def events(self) -> list[JobEvent]:
         """The deduplicated events, in fold order."""
@@ -412,27 +664,45 @@ class JobFold:
         return f'{head[:-1]},"events":[{",".join(parts)}]}}'.encode()
 
     def _head(self) -> dict[str, Any]:
-        return {"cluster": self.cluster, "scheduler": self.scheduler, "job_id": self.job_id,
+        head = {"cluster": self.cluster, "scheduler": self.scheduler, "job_id": self.job_id,
                 "job_id_f58": self.job_id_f58}
+        if self._dropped:
+            head["dropped"] = dict(sorted(self._dropped.items()))
+        if self.keep != KEEP_PER_WINDOW:
+            head["keep"] = self.keep
+        return head
 
     def _entry(self, ev: JobEvent) -> dict[str, Any]:
+        facts = dict(ev.facts)
+        nodelist = facts.get("nodelist")
+        if isinstance(nodelist, list) and len(nodelist) > _RUNS_FROM:
+            facts["nodelist"] = {"runs": _node_runs(nodelist)}
         return {"event_id": ev.event_id, "event": ev.event, "timestamp": ev.timestamp,
                 "source": ev.source, "seq": ev.seq, "context": dict(ev.context),
-                "facts": dict(ev.facts), "fps": sorted(self._fps[ev.event_id])}
+                "facts": facts, "fps": sorted(self._fps[ev.event_id])}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> JobFold:
         jf = cls()
         jf.cluster, jf.scheduler, jf.job_id = d["cluster"], d["scheduler"], d["job_id"]
         jf.job_id_f58 = d.get("job_id_f58")
+        jf.keep = int(d.get("keep", KEEP_PER_WINDOW))
+        jf._dropped = {str(k): int(v) for k, v in (d.get("dropped") or {}).items()}
         for e in d.get("events", ()):
+            facts = dict(e.get("facts") or {})
+            nodelist = facts.get("nodelist")
+            if isinstance(nodelist, dict):
+                facts["nodelist"] = _node_names(nodelist["runs"])
             ev = JobEvent(cluster=d["cluster"], scheduler=d["scheduler"], job_id=d["job_id"],
                           event=e["event"], timestamp=float(e["timestamp"]), source=e["source"],
                           event_id=e["event_id"], seq=e.get("seq"),
-                          context=dict(e.get("context") or {}), facts=dict(e.get("facts") or {}),
+                          context=dict(e.get("context") or {}), facts=facts,
                           job_id_f58=jf.job_id_f58)
-            jf._events[ev.event_id] = ev
-            jf._fps[ev.event_id] = set(e.get("fps") or [_fingerprint(ev)])
+            # a state written before the bounds: the same rules, applied as it is read
+            ev = _for_state(ev)
+            if jf._make_room(ev):
+                jf._events[ev.event_id] = ev
+                jf._fps[ev.event_id] = set(e.get("fps") or [_fingerprint(ev)])
         return jf
 
 
@@ -904,6 +1174,11 @@ class _Incarnation:
             left_queue = next((t for t in (t_start, begin, t_end) if t is not None), None)
             doc["pending_interval"] = _interval(t_submit, left_queue)
         doc["pending_reason"] = self._pending_reason(run)
+        dropped = jf.dropped
+        if dropped:
+            doc["events_dropped"] = sum(dropped.values())
+            doc["exceptions_dropped"] = sum(
+                n for name, n in dropped.items() if name.startswith("exception/")) or None
         doc.update(revision=self.revision, updated_at=updated_at)
         return doc
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -242,14 +243,12 @@ def test_active_jobs_give_back_the_summaries_they_were_given() -> None:
     assert sizes == {0: 44, 1: 44, 2: 44, 3: 56, 4: 56}
 
 
-def test_a_job_state_the_schema_cannot_hold_goes_to_the_dlq_and_the_stream_goes_on() -> None:
-    """An event dated past any real time (admitted by a worker before admission refused
-    it, here read back from the canonical topic) makes a state whose times do not fit the
-    schema's longs: the state goes to the DLQ as JSON, the batch's other jobs' states go
-    out, and every record is acknowledged."""
-    import asyncio
+Sent = list[tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]] | None]]
 
-    from agents.jobs import JobsStage, job_partition
+
+def stage_of(sent: Sent, acked: list[int], states: JobStates | None = None) -> Any:
+    """A jobs stage over outputs that keep what is sent, without Kafka."""
+    from agents.jobs import JobsStage
     from pipeline.anonymize import Anonymizer
     from pipeline.enrich import Enricher
     from pipeline.topics import canonical_topic
@@ -257,7 +256,6 @@ def test_a_job_state_the_schema_cannot_hold_goes_to_the_dlq_and_the_stream_goes_
 
     cfg = Config()
     canonical = canonical_topic(cfg.worker.app_id)
-    sent: list[tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]] | None]] = []
 
     class Outputs:
         def send(self, topic: str, key: bytes | None, value: bytes | None,
@@ -274,15 +272,32 @@ def test_a_job_state_the_schema_cannot_hold_goes_to_the_dlq_and_the_stream_goes_
         enricher=Enricher.from_config(cfg.enrich.passwd_file, cfg.enrich.users_file,
                                       cfg.enrich.topology_file),
         anonymizer=Anonymizer.from_config(cfg.anonymize.fields, cfg.anonymize.key_file))
-    acked: list[int] = []
-    stage = JobsStage(worker, Outputs(), JobStates({}), ActiveJobs(),  # type: ignore[arg-type]
-                      lambda m: acked.append(m.offset))
-    for offset, ev in enumerate([submit("7", t=1e17), submit("8")]):
+    return JobsStage(worker, Outputs(), states or JobStates({}), ActiveJobs(),  # type: ignore[arg-type]
+                     lambda m: acked.append(m.offset))
+
+
+def take_all(stage: Any, events: list[JobEvent]) -> None:
+    import asyncio
+
+    from agents.jobs import job_partition
+
+    for offset, ev in enumerate(events):
         key = ev.key.encode()
-        stage.take(SimpleNamespace(topic=canonical, partition=job_partition(key, 8),
+        stage.take(SimpleNamespace(topic=stage.canonical, partition=job_partition(key, 8),
                                    offset=offset, key=key, value=encode_canonical(ev)))
     asyncio.run(stage.flush())
 
+
+def test_a_job_state_the_schema_cannot_hold_goes_to_the_dlq_and_the_stream_goes_on() -> None:
+    """An event dated past any real time (admitted by a worker before admission refused
+    it, here read back from the canonical topic) makes a state whose times do not fit the
+    schema's longs: the state goes to the DLQ as JSON, the batch's other jobs' states go
+    out, and every record is acknowledged."""
+    sent: Sent = []
+    acked: list[int] = []
+    take_all(stage_of(sent, acked), [submit("7", t=1e17), submit("8")])
+
+    cfg = Config()
     [dead] = [s for s in sent if s[0] == cfg.topics.dlq]
     headers = dict(dead[3] or [])
     assert dead[1] == b"c:7" and headers["stage"] == b"state"
@@ -290,6 +305,43 @@ def test_a_job_state_the_schema_cannot_hold_goes_to_the_dlq_and_the_stream_goes_
     assert json.loads(dead[2] or b"")["t_submit"] == 10**20
     states = [decode_state_value(v) for t, _, v, _ in sent if t == cfg.topics.state]
     assert [s["job_id"] for s in states] == ["8"]
+    assert sorted(acked) == [0, 1]
+
+
+def test_a_job_state_over_its_budget_goes_to_the_dlq_and_the_job_goes_on_from_its_last() -> None:
+    """A state that cannot fit the jobs table's budget even with one event of each kind
+    (here a tiny budget) is not written: its latest document goes to the DLQ, stage state,
+    the other jobs' states go out, every record is acknowledged."""
+    sent: Sent = []
+    acked: list[int] = []
+    table: dict[bytes, bytes] = {}
+    states = JobStates(table, max_bytes=600)
+    fat = replace(submit("9"), facts={"uid": 5, "job_name": "n" * 2000})
+    take_all(stage_of(sent, acked, states), [fat, submit("8")])
+    cfg = Config()
+    [dead] = [s for s in sent if s[0] == cfg.topics.dlq]
+    headers = dict(dead[3] or [])
+    assert dead[1] == b"c:9" and headers["stage"] == b"state"
+    assert headers["reason"] == b"state-too-large"
+    assert json.loads(dead[2] or b"")["job_id"] == "9"
+    assert set(table) == {b"c:8"} and states.get(b"c:9") is None
+    assert [decode_state_value(v)["job_id"] for t, _, v, _ in sent
+            if t == cfg.topics.state] == ["8"]
+    assert sorted(acked) == [0, 1]
+
+
+def test_an_event_that_cannot_be_emitted_goes_to_the_dlq_and_its_neighbours_go_on() -> None:
+    """An event whose eventlog position is beyond the events schema's long (a foreign
+    producer's canonical record): the event goes to the DLQ as its JSON, stage fold."""
+    sent: Sent = []
+    acked: list[int] = []
+    take_all(stage_of(sent, acked), [replace(submit("7"), seq=2**70), submit("8")])
+    cfg = Config()
+    [dead] = [s for s in sent if s[0] == cfg.topics.dlq]
+    headers = dict(dead[3] or [])
+    assert dead[1] == b"c:7" and headers["stage"] == b"fold"
+    assert json.loads(dead[2] or b"")["seq"] == 2**70
+    assert len([s for s in sent if s[0] == cfg.topics.events]) == 1
     assert sorted(acked) == [0, 1]
 
 

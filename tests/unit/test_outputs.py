@@ -1,5 +1,6 @@
 """The worker's outputs (agents/outputs.py): a record whose delivery failed is produced
-again until Kafka confirms it; one Kafka can never take stops the worker. The producer is
+again until Kafka confirms it; one Kafka can never take goes to the DLQ, and a fatal
+producer error stops the worker. The producer is
 a stand-in that reports the deliveries it is told to fail (the real one, against a broker
 that goes away, is in tests/faults)."""
 
@@ -40,7 +41,7 @@ class Message:
 class Producer:
     """Delivers at flush; the n-th produce call fails with ``fail[n]``."""
 
-    def __init__(self, fail: dict[int, int]) -> None:
+    def __init__(self, fail: dict[int, int | KafkaError]) -> None:
         self.fail = fail
         self.calls = 0
         self.queued: list[tuple[Message, Any, int | None]] = []
@@ -64,7 +65,7 @@ class Producer:
                 self.partitions.append(msg.partition())
                 callback(None, msg)
             else:
-                callback(KafkaError(code), msg)
+                callback(code if isinstance(code, KafkaError) else KafkaError(code), msg)
         return 0
 
     def __len__(self) -> int:
@@ -96,9 +97,35 @@ def test_a_failed_record_goes_again_to_its_partition_and_is_reported_once() -> N
     assert reported == [5]
 
 
-def test_a_record_kafka_can_never_take_stops_the_worker() -> None:
+def test_a_record_kafka_can_never_take_goes_to_the_dlq_and_the_rest_goes_on() -> None:
+    """A state or changelog record over the topic's size stopped the worker, and the same
+    input made it again after every restart."""
     producer = Producer({0: KafkaError.MSG_SIZE_TOO_LARGE})
     outputs = Outputs(Config(), "test", producer=producer)
     outputs.send("state", b"k", b"x" * 10)
+    outputs.send("events", b"k", b"e")
+    asyncio.run(outputs.flush())
+    dlq = Config().topics.dlq
+    assert [(t, k, v) for t, k, v, _ in producer.delivered] == [
+        ("events", b"k", b"e", ), (dlq, b"k", b"x" * 10)]
+    headers = dict(producer.delivered[1][3])
+    assert headers["reason"] == b"msg_size_too_large" and headers["stage"] == b"outputs"
+    assert headers["source"] == b"output to state"
+
+
+def test_a_dlq_record_kafka_refuses_goes_again_without_its_value() -> None:
+    producer = Producer({0: KafkaError.MSG_SIZE_TOO_LARGE, 1: KafkaError.MSG_SIZE_TOO_LARGE})
+    outputs = Outputs(Config(), "test", producer=producer)
+    outputs.send("state", b"k", b"x" * 10)
+    asyncio.run(outputs.flush())
+    [(topic, key, value, headers)] = producer.delivered
+    assert (topic, key, value) == (Config().topics.dlq, b"k", None)
+    assert dict(headers)["value-dropped"].startswith(b"10 bytes, sha256 ")
+
+
+def test_a_fatal_producer_error_stops_the_worker() -> None:
+    producer = Producer({0: KafkaError(KafkaError._FENCED, fatal=True)})
+    outputs = Outputs(Config(), "test", producer=producer)
+    outputs.send("state", b"k", b"x")
     with pytest.raises(KafkaException):
         asyncio.run(outputs.flush())
