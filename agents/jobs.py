@@ -49,6 +49,7 @@ import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from functools import lru_cache, partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiokafka.partitioner import murmur2
@@ -60,6 +61,7 @@ from agents.normalize import RecentIds, Rejected, canonical_events, dlq_headers
 from agents.outputs import Outputs
 from agents.states import JobStates, decode_state
 from pipeline.anonymize import IDENTITY_FIELDS
+from pipeline.crashguard import CrashGuard
 from pipeline.errors import ParseError, ServiceError
 from pipeline.fold import JobFold, StateTooLarge, folds
 from pipeline.jsontext import dumps
@@ -249,8 +251,12 @@ class JobsStage:
     """Folds a worker's records into its jobs' states, in batches (module docstring)."""
 
     def __init__(self, worker: Worker, outputs: Outputs, states: JobStates,
-                 active: ActiveJobs, acknowledge: Callable[[Any], None]) -> None:
+                 active: ActiveJobs, acknowledge: Callable[[Any], None],
+                 guard: CrashGuard | None = None) -> None:
         self.worker, self.outputs, self.states, self.active = worker, outputs, states, active
+        #: where this worker is in its records, for the next run if it dies there (a guard
+        #: in memory only when none is given: tests, the bench)
+        self.guard = guard or CrashGuard(None, innocent=(ServiceError,))
         #: a message's outputs are confirmed: it may be committed
         self.acknowledge = acknowledge
         self.topics = worker.cfg.topics
@@ -270,20 +276,37 @@ class JobsStage:
 
     def take(self, message: Any) -> Awaitable[None] | None:
         """One message of the raw or the canonical topic, as Kafka gave it; what must be
-        awaited before the next (the batch's flush when it is full, an expiry), or None."""
-        with as_current(message):
-            if message.topic == self.raw:
-                self._take_raw(message)
-            else:
-                item = decode_canonical(message.value)
-                if item == EXPIRE:
-                    return self._expire(message.key, message)
-                assert isinstance(item, JobEvent)
-                self._fold(message.key, message, item)
+        awaited before the next (the batch's flush when it is full, an expiry), or None.
+
+        A message the worker died handling in each of its last runs (:attr:`guard`) is
+        not handled a third time: to the DLQ as it came, reason ``crashed-worker``."""
+        coord = (message.topic, message.partition, message.offset)
+        if self.guard.poisoned(coord):
+            self._dead_poison(message)
+        else:
+            with self.guard.handling(coord), as_current(message):
+                if message.topic == self.raw:
+                    self._take_raw(message)
+                else:
+                    item = decode_canonical(message.value)
+                    if item == EXPIRE:
+                        return self._expire(message.key, message)
+                    assert isinstance(item, JobEvent)
+                    self._fold(message.key, message, item)
         self.batch.took(message)
         if self.batch.events >= STATE_BATCH:
             return self.flush()
         return None
+
+    def _dead_poison(self, message: Any) -> None:
+        deaths = self.guard.threshold
+        rejected = Rejected("crashed-worker", f"the worker died while handling this record "
+                                              f"in each of its last {deaths} runs")
+        logger.error("record %s[%d]@%d: %s; to %s", message.topic, message.partition,
+                     message.offset, rejected.error, self.topics.dlq)
+        self.outputs.send(self.topics.dlq, message.key, message.value,
+                          dlq_headers(message, rejected))
+        DLQ_RECORDS.labels("normalize", rejected.reason).inc()
 
     def behind(self) -> bool:
         """Whether more than ``BEHIND_RECORDS`` records past the batch's are already in
@@ -308,9 +331,17 @@ class JobsStage:
                 return
             now = time.time()
             sent = 0
+            guard = self.guard
             for key, (message, fold) in batch.folds.items():
+                coord = "job " + key.decode(errors="replace")
+                if guard.poisoned(coord):
+                    self._dead_job(key, message, None, Rejected(
+                        "crashed-worker", f"the worker died while writing this job's state "
+                        f"in each of its last {guard.threshold} runs"))
+                    continue
                 try:
-                    sent += self._write_job(key, message, fold, now)
+                    with guard.handling(coord):
+                        sent += self._write_job(key, message, fold, now)
                 except ServiceError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - one job's failure must not stop all
@@ -345,11 +376,17 @@ class JobsStage:
             self.active.update(key, message.partition, summarize(written), now)
         return sent
 
-    def _dead_job(self, key: bytes, message: Any, fold: JobFold, exc: Exception) -> None:
+    def _dead_job(self, key: bytes, message: Any, fold: JobFold | None,
+                  exc: Exception) -> None:
         """A job whose state cannot be written (over its budget even with one event of
-        each kind, or a bug): its latest document to the DLQ, and the batch goes on. The
-        job goes on from its last state written, and is judged again at its next event."""
-        if isinstance(exc, StateTooLarge):
+        each kind, a bug, or the worker died writing it: ``fold`` None): its latest
+        document to the DLQ, and the batch goes on. The job goes on from its last state
+        written, and is judged again at its next event."""
+        if isinstance(exc, Rejected):
+            rejected = exc
+            logger.error("job state of %s: %s; to %s", key.decode(errors="replace"),
+                         exc.error, self.topics.dlq)
+        elif isinstance(exc, StateTooLarge):
             rejected = Rejected("state-too-large", str(exc))
             logger.warning("job state of %s cannot be kept, to %s: %s",
                            key.decode(errors="replace"), self.topics.dlq, exc)
@@ -358,11 +395,12 @@ class JobsStage:
             logger.error("job state of %s failed, to %s", key.decode(errors="replace"),
                          self.topics.dlq, exc_info=exc)
         self.states.forget(key)
+        value = None
         try:
-            docs = fold.documents()
+            docs = fold.documents() if fold is not None else []
             value = dumps(docs[-1]) if docs else None
         except Exception:  # noqa: BLE001 - the record says why; the fold may be what fails
-            value = None
+            logger.debug("no document of %s for its DLQ record", key, exc_info=True)
         self.outputs.send(self.topics.dlq, key, value, dlq_headers(message, rejected,
                                                                    stage="state"))
         DLQ_RECORDS.labels("state", rejected.reason).inc()
@@ -390,7 +428,7 @@ class JobsStage:
     def _take_raw(self, message: Any) -> None:
         self.batch.read += 1
         try:
-            events = canonical_events(self.worker.wire, message.value, self.max_bytes)
+            events, parts = canonical_events(self.worker.wire, message.value, self.max_bytes)
         except Rejected as rejected:
             logger.warning("bad raw record %s[%d]@%d: %s", message.topic, message.partition,
                            message.offset, rejected.error,
@@ -400,6 +438,17 @@ class JobsStage:
                               dlq_headers(message, rejected))
             DLQ_RECORDS.labels("normalize", rejected.reason).inc()
             return
+        if parts:
+            # one bad job of a multi-job record: that job to the DLQ, its neighbours on
+            from agents.normalize import part_headers
+
+            for part in parts:
+                logger.warning("bad job %d of raw record %s[%d]@%d: %s", part.index,
+                               message.topic, message.partition, message.offset,
+                               part.message, exc_info=part.cause)
+                self.outputs.send(self.topics.dlq, message.key, part.payload,
+                                  part_headers(message, part))
+                DLQ_RECORDS.labels("normalize", part.reason).inc()
         home = self._is_home(message)
         for ev, data in events:
             if self.recent.seen(data):
@@ -494,7 +543,8 @@ def register(worker: Worker) -> None:
     states = JobStates(worker.jobs, max_bytes=cfg.worker.max_state_bytes)
     active = ActiveJobs()
     raw, canonical = worker.raw.get_topic_name(), worker.canonical.get_topic_name()
-    stage = JobsStage(worker, worker.outputs, states, active, partial(acknowledge, app))
+    guard = CrashGuard.claim(Path(app.conf.datadir), "jobs-stage", innocent=(ServiceError,))
+    stage = JobsStage(worker, worker.outputs, states, active, partial(acknowledge, app), guard)
     Intake(app, {raw, canonical}, stage).install()
 
     @app.on_partitions_revoked.connect

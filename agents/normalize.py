@@ -8,7 +8,10 @@ LRU in a restart costs only traffic. It remembers an event by its whole encoding
 live journal does not) and the fold merges them, so only an exact copy may go.
 
 Every event is cut to ``worker.max_event_bytes`` (:func:`pipeline.wire.fit_event`); a
-record with an event that cannot fit goes to the DLQ whole, like any bad record.
+record with an event that cannot fit goes to the DLQ whole, like any bad record. In a
+multi-job record (squeue, sacct) that, like any refusal, is one job's: the job goes to the
+DLQ on its own (:class:`pipeline.normalize.RejectedPart`, :func:`part_headers`) and its
+neighbours go on.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from typing import Any
 
 from pipeline.errors import ParseError, ServiceError
 from pipeline.model import JobEvent
-from pipeline.normalize import normalize
+from pipeline.normalize import RejectedPart, normalize_parts
 from pipeline.wire import Wire, fit_event
 
-__all__ = ["RecentIds", "Rejected", "canonical_events", "dlq_headers"]
+__all__ = ["RecentIds", "Rejected", "RejectedPart", "canonical_events", "dlq_headers",
+           "part_headers"]
 
 
 class RecentIds:
@@ -52,15 +56,17 @@ class Rejected(Exception):
         self.reason, self.error = reason, error
 
 
-def canonical_events(wire: Wire, value: bytes, max_bytes: int) -> list[tuple[JobEvent, bytes]]:
-    """A raw record's canonical events, each cut to ``max_bytes``, with its encoding.
+def canonical_events(wire: Wire, value: bytes, max_bytes: int
+                     ) -> tuple[list[tuple[JobEvent, bytes]], list[RejectedPart]]:
+    """A raw record's canonical events, each cut to ``max_bytes``, with its encoding; and
+    the jobs of a multi-job record that are refused on their own.
 
     :raises Rejected: the record is bad (or the parser failed on it: a parser bug must not
         stop the stream nor lose the record).
     :raises ServiceError: not the record's fault (a registry away): crash, retry on restart.
     """
     try:
-        return [fit_event(ev, max_bytes) for ev in normalize(wire.decode_raw(value))]
+        return normalize_parts(wire.decode_raw(value), lambda ev: fit_event(ev, max_bytes))
     except ParseError as exc:
         raise Rejected(exc.reason, exc.message) from exc
     except ServiceError:
@@ -76,3 +82,11 @@ def dlq_headers(message: Any, rejected: Rejected,
     return [("reason", rejected.reason.encode()), ("stage", stage.encode()),
             ("error", rejected.error.encode()[:1000]),
             ("source", f"{message.topic}[{message.partition}]@{message.offset}".encode())]
+
+
+def part_headers(message: Any, part: RejectedPart) -> list[tuple[str, bytes]]:
+    """Why one job of a raw record went to the DLQ (its value is the job's own JSON): the
+    headers of :func:`dlq_headers`, and ``part``, the job's index in the record's ``jobs``
+    (with ``source``, where the whole record is)."""
+    return [*dlq_headers(message, Rejected(part.reason, part.message)),
+            ("part", str(part.index).encode())]

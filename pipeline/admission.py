@@ -18,6 +18,11 @@ Refused:
   after :data:`MAX_EPOCH_S` is refused too: the job document holds times as epoch
   milliseconds in a 64-bit long, and a state that cannot be written would hold back its
   partition.
+* ``bad-time`` -- a record whose ``received_at`` is no time: NaN, an infinity, negative,
+  or after :data:`MAX_EPOCH_S` (:func:`check_received_at`). The future-time check above
+  measures from it, and such a value would switch that check off (NaN compares false with
+  every time; 1e300 is after every time) and let a job dated 2100 through. 0 keeps
+  meaning "not known": an edge that cannot tell when it received a record says so.
 * ``too-deep`` -- an event ``context`` nested deeper than :data:`MAX_CONTEXT_DEPTH`:
   Elasticsearch indexes ``context`` as ``flattened``, which refuses more than 20 levels;
   refused here, the whole record keeps its place in the DLQ instead of its event being
@@ -39,7 +44,8 @@ from typing import Any
 from pipeline.errors import ParseError
 from pipeline.model import JobEvent, RawRecord
 
-__all__ = ["FUTURE_TOLERANCE_S", "MAX_CONTEXT_DEPTH", "MAX_EPOCH_S", "TIME_FACTS", "admit"]
+__all__ = ["FUTURE_TOLERANCE_S", "MAX_CONTEXT_DEPTH", "MAX_EPOCH_S", "TIME_FACTS", "admit",
+           "check_received_at"]
 
 FUTURE_TOLERANCE_S = 86400.0
 #: No time a scheduler can mean is later (year 5138), whatever the record's receive time
@@ -51,6 +57,26 @@ MAX_CONTEXT_DEPTH = 16
 
 #: events that may state a moment still to come
 _PLANNED = frozenset({("slurm", "eligible")})
+
+
+def _shown(t: float) -> str:
+    """A time for a message: ``:.0f`` of an int past a float's range raises OverflowError."""
+    if isinstance(t, int) and t.bit_length() > 128:
+        return f"a {t.bit_length()}-bit integer"
+    return f"{t:.0f}"
+
+
+def check_received_at(raw: RawRecord) -> None:
+    """Raise ParseError ``bad-time`` if ``raw.received_at`` is neither 0 (not known) nor an
+    epoch time: it is checked before the record is parsed, since parsers use it too (a
+    hook environment without its own time takes it)."""
+    t = raw.received_at
+    # compared, not math.isfinite: NaN fails both comparisons, and an int may be beyond
+    # a float's range
+    if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= MAX_EPOCH_S:
+        shown = _shown(t) if isinstance(t, int) and not isinstance(t, bool) else repr(t)[:40]
+        raise ParseError("bad-time", f"received_at {shown} is not an epoch time (0 means not "
+                         f"known; at most {MAX_EPOCH_S:.0f}, the year 5138)")
 
 
 def admit(raw: RawRecord, events: Sequence[JobEvent]) -> None:
@@ -72,8 +98,8 @@ def admit(raw: RawRecord, events: Sequence[JobEvent]) -> None:
             t = facts.get(name)
             if t is not None and t > MAX_EPOCH_S:
                 raise ParseError("future-timestamp", f"event {ev.event} of job {ev.job_id} "
-                                 f"states {name} {t:.0f}, after {MAX_EPOCH_S:.0f} (the year "
-                                 "5138): not a time")
+                                 f"states {name} {_shown(t)}, after {MAX_EPOCH_S:.0f} (the "
+                                 "year 5138): not a time")
         if ev.context and _depth(ev.context, MAX_CONTEXT_DEPTH + 1) > MAX_CONTEXT_DEPTH:
             raise ParseError("too-deep", f"event {ev.event} of job {ev.job_id}: context "
                              f"nested deeper than {MAX_CONTEXT_DEPTH} levels")

@@ -8,6 +8,10 @@ inspected and reprocessed after a fix, and headers that say why:
 * ``error`` -- the message a person reads;
 
 plus any coordinates the caller adds (``origin`` = ``topic[partition]@offset``).
+
+One exception to "untouched": a job of a multi-job record (``squeue``/``sacct --json``)
+refused on its own while its neighbours go on has that job's own JSON as its value, and a
+``part`` header, its index in the record's ``jobs`` (``source`` says where the record is).
 Delivery is asynchronous (``Producer.produce``): the caller must ``flush()`` the producer
 before it commits the input offsets, or a crash could lose the DLQ record.
 """

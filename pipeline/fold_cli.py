@@ -6,7 +6,9 @@ document id. No service is needed: this is how a person checks what a file of re
 turns into.
 
 A record the parser rejects is reported on stderr as one line, ``path:line: reason:
-message``, and skipped; the exit code is then 1 (0 when every record was good). ``-``
+message``, and skipped; the exit code is then 1 (0 when every record was good). A bad job
+of a ``squeue``/``sacct`` document is reported the same way, as ``path:line jobs[i]:
+reason: message``, and only it is skipped: the document's other jobs are printed. ``-``
 reads standard input. ``flux-eventlog`` files are either ready records
 (``{"id", "eventlog", "jobspec", "R"}``) or, with ``--jobspec`` / ``--R`` / ``--id``, the
 plain output of ``flux job eventlog --format=json``. ``slurm-squeue`` reads ``scontrol show
@@ -27,7 +29,7 @@ import click
 from pipeline.errors import ParseError
 from pipeline.fold import fold as fold_events
 from pipeline.model import JobEvent
-from pipeline.parsers import FORMATS, parse_record, split_records
+from pipeline.parsers import FORMATS, parse_parts, split_records
 
 __all__ = ["Reader", "fold", "parse"]
 
@@ -55,12 +57,19 @@ class Reader:
                 continue
             for line, payload in self._records(where, data):
                 try:
-                    yield from parse_record(self.fmt, payload, cluster=self.cluster)
+                    parts = parse_parts(self.fmt, payload, cluster=self.cluster)
                 except ParseError as exc:
                     self._bad(f"{where}:{line}", exc.reason, exc.message)
+                    continue
                 except Exception as exc:  # a parser bug must not end the run
                     self._bad(f"{where}:{line}", "internal-error",
                               f"{type(exc).__name__}: {exc}")
+                    continue
+                for part in parts:
+                    if part.error is not None:
+                        self._bad(f"{where}:{line} jobs[{part.index}]", part.error.reason,
+                                  part.error.message)
+                    yield from part.events
 
     def _records(self, where: str, data: bytes) -> Iterator[tuple[int, bytes]]:
         if self.fmt == "flux-eventlog" and (self.jobspec or self.R or self.job_id):

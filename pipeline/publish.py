@@ -4,6 +4,15 @@ For backfills and tests. Each record becomes one RawRecord (payload = the record
 untouched), keyed ``cluster:job_id`` by the format's parser. A record the parser rejects
 is reported on stderr (``path:line: reason: message``, like ``jobstream parse``) and sent to
 the DLQ topic with ``reason``/``stage``/``error`` headers instead; the exit code is then 1.
+Whatever the parser raises is such a rejection: an exception that is not a ParseError (a
+parser bug) is reason ``internal-error`` with its message, and the run goes on.
+
+A ``squeue``/``sacct`` document with some bad jobs and some good ones is published whole,
+keyed by its first good job: the worker dead-letters each bad job on its own when it reads
+the record (:func:`pipeline.normalize.normalize_parts`), so publishing the document is
+what keeps its good jobs. Its bad jobs are reported here (``path:line jobs[i]: reason:
+message``) and make the exit code 1; a document none of whose jobs is good is a rejected
+record.
 
 Records go straight to Kafka through a producer with the edges' settings
 (:func:`pipeline.spool.producer_config`: idempotent, ``acks=all``, the site's properties
@@ -14,6 +23,7 @@ dropped downstream).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -22,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from confluent_kafka import KafkaError, KafkaException
 
 from pipeline.cli import get_config
 from pipeline.codec import raw_to_avro
@@ -29,7 +40,7 @@ from pipeline.config import Config
 from pipeline.edges.base import raw_codec
 from pipeline.errors import ParseError, ServiceError
 from pipeline.model import RawRecord
-from pipeline.parsers import FORMATS, parse_record, split_records
+from pipeline.parsers import FORMATS, Part, parse_parts, split_records
 from pipeline.spool import producer_config
 
 __all__ = ["PublishResult", "publish", "publish_records"]
@@ -41,6 +52,8 @@ logger = logging.getLogger(__name__)
 class PublishResult:
     published: int = 0
     bad: int = 0
+    #: bad jobs of published multi-job records (the worker dead-letters them)
+    bad_parts: int = 0
     failed: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -83,8 +96,10 @@ class _Sender:
             self.failed += 1
             self.last_error = f"{err.name()}: {err.str()}"
 
-    def send(self, topic: str, value: bytes, key: str | None,
+    def send(self, topic: str, value: bytes | None, key: str | None,
              headers: list[tuple[str, bytes]] | None = None) -> None:
+        """Queue one record; ParseError ``too-large`` if the producer refuses it for its
+        size (over ``message.max.bytes``: the topic could not take it either)."""
         while True:
             try:
                 self.producer.produce(topic, value=value, key=key.encode() if key else None,
@@ -92,6 +107,12 @@ class _Sender:
                 break
             except BufferError:
                 self.producer.poll(0.1)
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if isinstance(err, KafkaError) and err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                    raise ParseError("too-large", f"the record is {len(value or b'')} bytes, "
+                                                  "more than Kafka takes") from exc
+                raise
         self.producer.poll(0)
 
     def flush(self, timeout: float) -> int:
@@ -114,20 +135,28 @@ def publish_records(cfg: Config, fmt: str, records: Iterator[SourceRecord], *,
     for rec in records:
         now = time.time()
         try:
-            events = parse_record(fmt, rec.payload, cluster=cfg.cluster, received_at=now)
+            parts = _parts(fmt, rec.payload, cfg.cluster, now)
         except ParseError as exc:
-            result.bad += 1
-            result.errors.append(f"{rec.where}: {exc.reason}: {exc.message}")
-            sender.send(cfg.topics.dlq, rec.payload, None, [
-                ("reason", exc.reason.encode()), ("stage", b"publish"),
-                ("error", exc.message.encode()), ("format", fmt.encode()),
-                ("source", rec.where.encode())])
+            _reject(sender, cfg, fmt, rec, result, exc.reason, exc.message)
+        except Exception as exc:  # noqa: BLE001 - a parser bug: this record's, not the run's
+            logger.debug("%s: parser failed", rec.where, exc_info=True)
+            _reject(sender, cfg, fmt, rec, result, "internal-error",
+                    f"{type(exc).__name__}: {exc}")
         else:
-            key = events[0].key if events else None
+            for part in parts:
+                if part.error is not None:
+                    result.bad_parts += 1
+                    result.errors.append(f"{rec.where} jobs[{part.index}]: "
+                                         f"{part.error.reason}: {part.error.message}")
+            key = next((p.events[0].key for p in parts if p.events), None)
             raw = RawRecord(cluster=cfg.cluster, scheduler=scheduler,  # type: ignore[arg-type]
                             format=fmt, received_at=now, payload=rec.payload, key=key)
-            sender.send(cfg.topics.raw, codec.encode(raw_to_avro(raw)), key)
-            result.published += 1
+            try:
+                sender.send(cfg.topics.raw, codec.encode(raw_to_avro(raw)), key)
+            except ParseError as exc:
+                _reject(sender, cfg, fmt, rec, result, exc.reason, exc.message)
+            else:
+                result.published += 1
         if on_record is not None:
             on_record(rec)
     left = sender.flush(flush_timeout)
@@ -137,6 +166,35 @@ def publish_records(cfg: Config, fmt: str, records: Iterator[SourceRecord], *,
                            f"{cfg.kafka.bootstrap} ({sender.last_error or 'timed out'}); "
                            "run the publish again (duplicates are dropped downstream)")
     return result
+
+
+def _parts(fmt: str, payload: bytes, cluster: str, now: float) -> list[Part]:
+    """The record's parts; ParseError if the record is bad, or if it has jobs and none of
+    them is good (then it goes to the DLQ whole, as the worker would send it)."""
+    parts = parse_parts(fmt, payload, cluster=cluster, received_at=now)
+    bad = [p for p in parts if p.error is not None]
+    if bad and len(bad) == len(parts):
+        first = bad[0].error
+        assert first is not None
+        more = f" (and {len(bad) - 1} more refused job(s))" if len(bad) > 1 else ""
+        raise ParseError(first.reason, first.message + more)
+    return parts
+
+
+def _reject(sender: _Sender, cfg: Config, fmt: str, rec: SourceRecord, result: PublishResult,
+            reason: str, message: str) -> None:
+    result.bad += 1
+    result.errors.append(f"{rec.where}: {reason}: {message}")
+    headers = [("reason", reason.encode()), ("stage", b"publish"),
+               ("error", message.encode("utf-8", "backslashreplace")[:1000]),
+               ("format", fmt.encode()),
+               ("source", rec.where.encode("utf-8", "backslashreplace"))]
+    try:
+        sender.send(cfg.topics.dlq, rec.payload, None, headers)
+    except ParseError:  # too large for the DLQ too: the file keeps it, the DLQ says where
+        digest = hashlib.sha256(rec.payload).hexdigest()
+        sender.send(cfg.topics.dlq, None, None, [*headers, (
+            "value-dropped", f"{len(rec.payload)} bytes, sha256 {digest}".encode())])
 
 
 @click.command("publish")
@@ -177,6 +235,8 @@ def publish(ctx: click.Context, fmt: str, jobspec: Path | None, r_path: Path | N
         click.echo(f"jobstream publish: {line}", err=True)
     click.echo(f"published {result.published} record(s) to {cfg.topics.raw}"
                + (f"; {result.bad} bad record(s) sent to {cfg.topics.dlq}" if result.bad
-                  else ""), err=True)
-    if result.bad:
+                  else "")
+               + (f"; {result.bad_parts} bad job(s) in published records, which the worker "
+                  f"sends to {cfg.topics.dlq}" if result.bad_parts else ""), err=True)
+    if result.bad or result.bad_parts:
         ctx.exit(1)

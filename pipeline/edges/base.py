@@ -13,7 +13,7 @@ from pipeline.errors import ParseError
 from pipeline.metrics import EDGE_RECORDS_PUBLISHED, EDGE_RECORDS_RECEIVED, track_spool
 from pipeline.model import RawRecord
 from pipeline.netguard import ensure_private_dir
-from pipeline.parsers import parse_record
+from pipeline.parsers import parse_parts
 from pipeline.spool import Drainer, Spool, producer_config, spool_dir
 
 __all__ = ["EdgeRuntime", "raw_codec", "record_key"]
@@ -33,17 +33,18 @@ def record_key(fmt: str, payload: bytes, cluster: str,
                received_at: float | None = None) -> str | None:
     """The Kafka key of a source record: the parser's ``cluster:job_id``, so that every
     source of one job (hook, jobcomp, sacct) lands in the same partition as the agents key
-    it. None when the parser rejects the record (it is still published: the agents put it
-    in the DLQ with the reason)."""
+    it; for a multi-job document, its first good job's. None when the parser rejects the
+    record, whatever it raises (it is still published: the agents put it in the DLQ with
+    the reason)."""
     try:
-        events = parse_record(fmt, payload, cluster=cluster, received_at=received_at)
+        parts = parse_parts(fmt, payload, cluster=cluster, received_at=received_at)
     except ParseError as exc:
         logger.debug("%s record not keyed: %s", fmt, exc)
         return None
-    except Exception:  # a parser bug must not stop an edge: the record still goes out
+    except Exception:  # noqa: BLE001 - a parser bug must not stop an edge
         logger.exception("%s parser failed; record published without a key", fmt)
         return None
-    return events[0].key if events else None
+    return next((p.events[0].key for p in parts if p.events), None)
 
 
 class EdgeRuntime:

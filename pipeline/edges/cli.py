@@ -163,9 +163,12 @@ def _mark(value: str) -> str:
         ts = float(value)
     except ValueError:
         return value
-    if ts <= 0:
+    if not ts > 0:  # NaN too
         return value
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    except (OverflowError, OSError, ValueError):  # past what the C library's time_t holds
+        return value
 
 
 @edge.command("install-hook")

@@ -38,6 +38,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from pipeline.admission import MAX_EPOCH_S
 from pipeline.backoff import Backoff
 from pipeline.config import Config
 from pipeline.edges.base import EdgeRuntime
@@ -188,18 +189,26 @@ class RecordedJournalSource:
 
 
 def _loads(payload: bytes) -> dict[str, Any] | None:
+    """The response as an object, or None when it cannot be read: nesting past Python's
+    recursion limit (a job's owner chooses a memo's value, and Flux takes 2,048 levels)
+    raises RecursionError, not ValueError. The record still goes out, unkeyed; the worker
+    gives it its DLQ reason."""
     try:
         obj = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return obj if isinstance(obj, dict) else None
 
 
 def _max_timestamp(resp: dict[str, Any] | None) -> float | None:
+    """The newest event time of a response. Only times count: one past the year 5138 (or
+    NaN) would move the watermark past every later response, and the edge would skip them
+    all, after restarts too."""
     if not resp or not isinstance(resp.get("events"), list):
         return None
-    stamps = [e["timestamp"] for e in resp["events"]
-              if isinstance(e, dict) and isinstance(e.get("timestamp"), int | float)]
+    stamps = [float(e["timestamp"]) for e in resp["events"]
+              if isinstance(e, dict) and isinstance(e.get("timestamp"), int | float)
+              and not isinstance(e["timestamp"], bool) and 0 <= e["timestamp"] <= MAX_EPOCH_S]
     return max(stamps) if stamps else None
 
 

@@ -9,22 +9,64 @@ R files.
 ``parse_record(fmt, payload, cluster=...)`` returns the events of a record or raises
 :class:`pipeline.errors.ParseError`; ``split_records(fmt, data)`` cuts a file into records
 for the CLI and ``jobstream publish``.
+
+A ``squeue --json`` or ``sacct --json`` document lists many jobs, and one bad job must not
+cost its neighbours their events: ``parse_parts(fmt, payload, cluster=...)`` gives such a
+record as :class:`Part` s, one per job, each with its events or the ParseError that refused
+it (a parser's unexpected exception in one job included, as reason ``internal-error``);
+only what is wrong with the document itself (not JSON, no ``jobs``) raises. Every other
+format is one part holding the record's events. ``parse_record`` stays all or nothing: it
+raises the first part's error, so a caller that cannot set one job aside never loses it
+silently.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Protocol
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from pipeline.errors import ParseError
 from pipeline.model import JobEvent
 
-__all__ = ["FORMATS", "parse_record", "split_records", "RecordParser"]
+__all__ = ["FORMATS", "MULTI_JOB", "Part", "PartsParser", "RecordParser", "parse_parts",
+           "parse_record", "split_records", "strict_events"]
 
 
 class RecordParser(Protocol):
     def __call__(self, payload: bytes, *, cluster: str, received_at: float | None = None
                  ) -> list[JobEvent]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One job of a record (or, ``whole``, a record of a format of one job a record, whose
+    refusal is the record's).
+
+    ``source`` is the part's own JSON value as the record held it, for a refused part's DLQ
+    record.
+    """
+
+    index: int
+    events: list[JobEvent] = field(default_factory=list)
+    error: ParseError | None = None
+    source: Any = None
+    whole: bool = False
+
+
+class PartsParser(Protocol):
+    def __call__(self, payload: bytes, *, cluster: str, received_at: float | None = None
+                 ) -> list[Part]: ...
+
+
+def strict_events(parts: Sequence[Part]) -> list[JobEvent]:
+    """The events of every part, or the first refused part's ParseError."""
+    events: list[JobEvent] = []
+    for part in parts:
+        if part.error is not None:
+            raise part.error
+        events.extend(part.events)
+    return events
 
 
 def _flux_journal() -> RecordParser:
@@ -52,6 +94,16 @@ def _slurm_sacct() -> RecordParser:
     return parse_sacct
 
 
+def _slurm_squeue_parts() -> PartsParser:
+    from pipeline.parsers.slurm_json import squeue_parts
+    return squeue_parts
+
+
+def _slurm_sacct_parts() -> PartsParser:
+    from pipeline.parsers.slurm_json import sacct_parts
+    return sacct_parts
+
+
 def _slurm_hook() -> RecordParser:
     from pipeline.parsers.slurm import parse_hook
     return parse_hook
@@ -74,6 +126,27 @@ FORMATS: dict[str, tuple[str, Callable[[], RecordParser], bool]] = {
 }
 
 
+#: formats whose records list many jobs -> loader of their parts parser
+MULTI_JOB: dict[str, Callable[[], PartsParser]] = {
+    "slurm-squeue": _slurm_squeue_parts,
+    "slurm-sacct": _slurm_sacct_parts,
+}
+
+
+def parse_parts(fmt: str, payload: bytes, *, cluster: str,
+                received_at: float | None = None) -> list[Part]:
+    """The parts of one record of format ``fmt`` (see the module docstring); ParseError
+    if the record as a whole is bad."""
+    parser = _PARTS_PARSERS.get(fmt)
+    if parser is None:
+        loader = MULTI_JOB.get(fmt)
+        if loader is None:
+            return [Part(0, parse_record(fmt, payload, cluster=cluster,
+                                         received_at=received_at), whole=True)]
+        parser = _PARTS_PARSERS[fmt] = loader()
+    return parser(payload, cluster=cluster, received_at=received_at)
+
+
 def parse_record(fmt: str, payload: bytes, *, cluster: str,
                  received_at: float | None = None) -> list[JobEvent]:
     """Canonical events of one record of format ``fmt``; ParseError if it is bad."""
@@ -91,6 +164,7 @@ def parse_record(fmt: str, payload: bytes, *, cluster: str,
 #: Parsers loaded so far, by format: a loader's import costs more than a small record's
 #: parse, so it runs once per format and process.
 _PARSERS: dict[str, RecordParser] = {}
+_PARTS_PARSERS: dict[str, PartsParser] = {}
 
 
 def split_records(fmt: str, data: bytes) -> Iterator[tuple[int, bytes]]:

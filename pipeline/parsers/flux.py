@@ -60,6 +60,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import sys
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -109,6 +110,14 @@ def _number(text: str) -> float:
 _DECODER = json.JSONDecoder(parse_float=_number, parse_constant=_number)
 
 
+def _json_error(exc: Exception) -> str:
+    """A JSON reader's error in words: Python refuses an integer of more digits than
+    ``sys.get_int_max_str_digits()`` with advice about its own settings."""
+    if isinstance(exc, ValueError) and "integer string conversion" in str(exc):
+        return f"a number of more than {sys.get_int_max_str_digits()} digits"
+    return str(exc)
+
+
 class _Doc:
     """A decoded JSON document, remembering whether it held NaN or +-Infinity.
 
@@ -144,7 +153,7 @@ class _Doc:
             else:
                 value = _DECODER.decode(text)
         except (ValueError, RecursionError) as exc:
-            raise ParseError("invalid-json", f"{what}: {exc}") from None
+            raise ParseError("invalid-json", f"{what}: {_json_error(exc)}") from None
         self.nonfinite = _NUMBERS.nonfinite
         check_surrogates(source, isinstance(data, str), what)
         check_duplicate_keys(text, value, what)
@@ -188,10 +197,15 @@ def _require(context: Mapping[str, Any], key: str, kind: type, where: str) -> An
     return value
 
 
+def _short(value: int) -> str:
+    """An int for a message: ``str()`` of one of thousands of digits raises."""
+    return f"a {value.bit_length()}-bit integer" if value.bit_length() > 128 else str(value)
+
+
 def _unsigned(context: Mapping[str, Any], key: str, bits: int, where: str) -> int:
     value = _require(context, key, int, where)
     if not 0 <= value < 2**bits:
-        raise ParseError("bad-value", f"{where}.context.{key} {value} is out of range")
+        raise ParseError("bad-value", f"{where}.context.{key} {_short(value)} is out of range")
     return value
 
 
@@ -218,7 +232,11 @@ def _event_facts(name: str, context: Mapping[str, Any], where: str) -> dict[str,
         return wait_status_facts(_unsigned(context, "status", 32, where))
     if name == "exception":
         _require(context, "type", str, where)
-        _require(context, "severity", int, where)
+        # RFC 21: 0 (fatal) to 7. The job's state keeps it as a long: a larger one would
+        # fail the state's encoding after the record was admitted
+        if _require(context, "severity", int, where) not in range(8):
+            raise ParseError("bad-value", f"{where}.context.severity "
+                             f"{_short(context['severity'])} is not 0 to 7")
         return {}
     if name == "jobspec-update":
         return jobspec_update_facts(context)

@@ -21,14 +21,15 @@ Malformed jobspecs raise ``ParseError("bad-jobspec", ...)`` naming the field.
 
 from __future__ import annotations
 
-import math
 import posixpath
 from collections.abc import Mapping
 from typing import Any
 
+from pipeline.admission import MAX_EPOCH_S
 from pipeline.errors import ParseError
 
 __all__ = [
+    "MAX_DURATION_S",
     "PRIVATE_PATHS",
     "apply_updates",
     "jobspec_facts",
@@ -45,9 +46,14 @@ PRIVATE_PATHS: tuple[tuple[str, ...], ...] = (
 )
 #: V1 graphs are at most node > slot > core; deeper trees are refused rather than recursed.
 _MAX_DEPTH = 16
-#: counts are 64-bit everywhere downstream (Avro ``long``, the worker's summaries): a tree
-#: whose counts multiply past it is refused, not folded into a state that cannot be written
+#: counts are 64-bit everywhere downstream (Avro ``long``, the worker's summaries): a count,
+#: or a tree whose counts multiply past it, is refused, not folded into a state that cannot
+#: be written
 _MAX_COUNT = 2**63 - 1
+#: A time limit is seconds from the start, so none runs past the last time a job document
+#: holds (:data:`pipeline.admission.MAX_EPOCH_S`, the year 5138); past it a limit is no
+#: limit, and nodes x limit (the queue snapshots' node-hours) overflows to infinity.
+MAX_DURATION_S = MAX_EPOCH_S
 
 
 def _bad(message: str) -> ParseError:
@@ -141,9 +147,11 @@ def _attribute_facts(jobspec: Mapping[str, Any], *, name_fallback: bool) -> dict
             facts[fact] = value
     duration = system.get("duration")
     if duration is not None:
+        # compared, not math.isfinite: an int past a float's range raises OverflowError
         if (isinstance(duration, bool) or not isinstance(duration, int | float)
-                or not math.isfinite(duration) or duration < 0):
-            raise _bad(f"{where}duration must be a number >= 0, not {duration!r}")
+                or not 0 <= duration <= MAX_DURATION_S):
+            raise _bad(f"{where}duration must be a number of seconds from 0 to "
+                       f"{MAX_DURATION_S:.0f}, not {str(duration)[:40]}")
         if duration > 0:
             facts["timelimit_s"] = duration
     return facts
@@ -165,8 +173,9 @@ def _count(vertex: Mapping[str, Any], where: str) -> int:
     count = vertex.get("count")
     if isinstance(count, dict):  # RFC 14 range: what is asked for at least
         count = count.get("min")
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise _bad(f"{where}.count must be an integer >= 1, not {vertex.get('count')!r}")
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= _MAX_COUNT:
+        raise _bad(f"{where}.count must be an integer from 1 to 2**63 - 1, not "
+                   f"{str(vertex.get('count'))[:40]}")
     return count
 
 

@@ -10,6 +10,14 @@
 ``nodelist`` is REQUIRED by RFC 20 but some real R objects lack it: tolerated. The
 ``scheduling`` key (scheduler-private, possibly a large graph) is dropped, as the journal
 does, so an R read from a file looks like one from the journal.
+
+Bounds, checked before anything is expanded or multiplied: every rank, core and GPU id and
+every count derived from them (``nnodes``, ``ncores``, ``ngpus``) is at most
+:data:`MAX_ID` (2**63 - 1), the largest integer the job state holds (Avro ``long``): a
+larger one is refused here as ``bad-R`` rather than accepted and then failing the job
+state's encoding. (Flux itself keeps idset members in ``unsigned int``, so real R objects
+stay far below.) An id's digits are counted before ``int()`` reads them; the nodelist is
+bounded by :data:`MAX_NODES` hosts and :data:`pipeline.hostlist.MAX_CHARS` characters.
 """
 
 from __future__ import annotations
@@ -20,17 +28,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from pipeline.errors import ParseError
-from pipeline.hostlist import expand_hostlist
+from pipeline.hostlist import MAX_CHARS, MAX_DIGITS, expand_hostlist
 
-__all__ = ["MAX_NODES", "R_facts", "redact_R"]
+__all__ = ["MAX_ID", "MAX_NODES", "R_facts", "redact_R"]
 
 #: Far above any machine; a nodelist naming more hosts is refused, not expanded.
 MAX_NODES = 100_000
-_GROUP = re.compile(r"\[([^\[\]]*)\]")
-# \d, not [0-9]: int() and the hostlist module accept any Unicode decimal digit.
-_RANGE = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
+#: ids and counts are 64-bit signed downstream (the job state's Avro ``long``)
+MAX_ID = 2**63 - 1
 _IDRANGE = re.compile(r"\s*([0-9]+)(?:-([0-9]+))?\s*")
-_TOP_COMMA = re.compile(r",(?![^\[]*\])")
 
 
 def _bad(message: str) -> ParseError:
@@ -42,42 +48,23 @@ def redact_R(R: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in R.items() if k != "scheduling"}
 
 
-def _hostlist_bound(text: str) -> int:
-    """How many hosts ``text`` would expand to, without expanding it: every bracket group
-    of an element multiplies (``n[0-999][0-999]`` is a million names). Malformed groups
-    count as one; expand_hostlist reports them."""
-    total = 0
-    for element in _TOP_COMMA.split(text):
-        n = 1
-        for group in _GROUP.findall(element):
-            size = 0
-            for part in group.split(","):
-                m = _RANGE.fullmatch(part)
-                lo, hi = (int(m.group(1)), int(m.group(2) or m.group(1))) if m else (0, 0)
-                size += max(hi - lo + 1, 1)
-            n *= max(size, 1)
-            if n > MAX_NODES:
-                return n
-        total += n
-    return total
-
-
 def _expand_nodelist(value: Any) -> list[str]:
     entries = [value] if isinstance(value, str) else value
     if not isinstance(entries, list):
         raise _bad("execution.nodelist must be a list of hostlists")
     hosts: list[str] = []
+    chars = 0
     for i, entry in enumerate(entries):
         if not isinstance(entry, str):
             raise _bad(f"execution.nodelist[{i}] must be a string")
-        if _hostlist_bound(entry) + len(hosts) > MAX_NODES:
-            raise ParseError("bad-hostlist", f"execution.nodelist[{i}] names more than "
-                             f"{MAX_NODES} hosts")
         try:
-            hosts.extend(expand_hostlist(entry))
+            names = expand_hostlist(entry, max_hosts=MAX_NODES - len(hosts),
+                                    max_chars=MAX_CHARS - chars)
         except (ValueError, RecursionError) as exc:
-            raise ParseError("bad-hostlist", f"execution.nodelist[{i}] {entry!r}: {exc}"
+            raise ParseError("bad-hostlist", f"execution.nodelist[{i}] {entry[:80]!r}: {exc}"
                              ) from None
+        hosts.extend(names)
+        chars += sum(map(len, names))
     return hosts
 
 
@@ -92,11 +79,21 @@ def _intervals(value: Any, where: str) -> list[tuple[int, int]]:
     spans = []
     for part in text.split(",") if text else ():
         m = _IDRANGE.fullmatch(part)
-        lo, hi = (int(m.group(1)), int(m.group(2) or m.group(1))) if m else (1, 0)
+        if m is None:
+            raise _bad(f"{where} {value[:80]!r}: bad idset element {part[:40]!r}")
+        lo = _id(m.group(1), where, part)
+        hi = _id(m.group(2), where, part) if m.group(2) else lo
         if hi < lo:
-            raise _bad(f"{where} {value!r}: bad idset element {part!r}")
+            raise _bad(f"{where} {value[:80]!r}: bad idset element {part[:40]!r}")
         spans.append((lo, hi))
     return _merge(spans)
+
+
+def _id(digits: str, where: str, part: str) -> int:
+    """One idset member; its digits counted before ``int()`` reads them."""
+    if len(digits) > MAX_DIGITS or int(digits) > MAX_ID:
+        raise _bad(f"{where}: {part[:40]!r} names an id above 2**63 - 1")
+    return int(digits)
 
 
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -117,9 +114,10 @@ def _time(execution: Mapping[str, Any], key: str) -> float | int | None:
     value = execution.get(key)
     if value is None:
         return None
+    # not math.isfinite on an int: one past a float's range raises OverflowError
     if (isinstance(value, bool) or not isinstance(value, int | float)
-            or not math.isfinite(value) or value < 0):
-        raise _bad(f"execution.{key} must be a number >= 0, not {value!r}")
+            or (isinstance(value, float) and not math.isfinite(value)) or value < 0):
+        raise _bad(f"execution.{key} must be a number >= 0, not {str(value)[:40]}")
     return value
 
 
@@ -150,7 +148,13 @@ def R_facts(R: Any) -> dict[str, Any]:
             if kind in children:
                 ids = _intervals(children[kind], f"{where}.children.{kind}")
                 counts[kind] += _size(spans) * _size(ids)
-    facts: dict[str, Any] = {"nnodes": _size(_merge(rank_spans)), "ncores": counts["core"]}
+                if counts[kind] > MAX_ID:
+                    raise _bad(f"{where}: ranks x {kind}s make more than 2**63 - 1 "
+                               f"{kind}s")
+    nnodes = _size(_merge(rank_spans))
+    if nnodes > MAX_ID:
+        raise _bad("execution.R_lite names more than 2**63 - 1 ranks")
+    facts: dict[str, Any] = {"nnodes": nnodes, "ncores": counts["core"]}
     if counts["gpu"]:
         facts["ngpus"] = counts["gpu"]
     if execution.get("nodelist") is not None:

@@ -5,6 +5,17 @@ Slurm writes the same facts in many shapes: UTC strings without a zone or epoch 
 statuses, TRES strings or TRES lists. Each helper here turns one such shape into a plain
 Python value or raises :class:`ParseError` naming the field; nothing else escapes.
 
+Sentinels are read by the width Slurm gives the field (``slurm/slurm.h.in``): NO_VAL16 and
+INFINITE16 (0xfffe, 0xffff) mean "unset" only in a ``uint16_t`` field, such as
+``restart_cnt``; in the ``uint32_t`` fields (job ids, uids, gids, CPU and node counts, time
+limits) 65534 is a value (``nobody``'s uid), and only NO_VAL and INFINITE (0xfffffffe,
+0xffffffff) are unset; ``uint64_t`` fields (TRES counts, memory) have NO_VAL64 and
+INFINITE64, which are no value of a narrower field either. :func:`slurm_int` takes the
+field's set (:data:`UINT16`, :data:`UINT32`, :data:`UINT64`); a number in a ``{set,
+infinite, number}`` object is never a sentinel, since the object's flags say unset and
+unlimited (data_parser v0.0.40+ writes NO_VAL as ``set: false`` and INFINITE as
+``infinite: true``).
+
 Every helper is pure. The reference for all shapes is ``reference/slurm.md`` (sections 1, 2
 and 5); comments cite the section where a rule comes from.
 """
@@ -14,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 import threading
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -29,7 +41,17 @@ from pipeline.parsers.duplicates import check_duplicate_keys
 from pipeline.parsers.surrogates import check_surrogates
 
 __all__ = [
+    "INFINITE",
+    "INFINITE16",
+    "INFINITE64",
+    "NO_VAL",
+    "NO_VAL16",
+    "NO_VAL64",
     "PRIVATE_KEYS",
+    "TIME_SENTINELS",
+    "UINT16",
+    "UINT32",
+    "UINT64",
     "EventBuilder",
     "StateInfo",
     "classify_state",
@@ -53,12 +75,24 @@ __all__ = [
     "tres_list_counts",
 ]
 
-#: Slurm's "no value" and "unlimited" sentinels (uint32), as they leak into old JSON.
+#: Slurm's "no value" and "unlimited" sentinels, by field width (slurm.h.in), as a plain
+#: integer field of the JSON (and the jobcomp record, and the environment) carries them.
+NO_VAL16 = 0xFFFE
+INFINITE16 = 0xFFFF
 NO_VAL = 0xFFFFFFFE
 INFINITE = 0xFFFFFFFF
 NO_VAL64 = 0xFFFFFFFFFFFFFFFE
 INFINITE64 = 0xFFFFFFFFFFFFFFFF
-_SENTINELS = frozenset({NO_VAL, INFINITE, NO_VAL64, INFINITE64, 0xFFFE, 0xFFFF})
+#: The sentinels of a ``uint64_t``, ``uint32_t`` and ``uint16_t`` field: its width's, and
+#: a wider width's, which no value of the field can be (Slurm's JSON parser reads NO_VAL64
+#: into a 32-bit field as NO_VAL); never a narrower width's, which are values of it.
+UINT64 = frozenset({NO_VAL64, INFINITE64})
+UINT32 = UINT64 | {NO_VAL, INFINITE}
+UINT16 = UINT32 | {NO_VAL16, INFINITE16}
+#: Times are ``time_t`` (64 bits), yet Slurm sets them to its 32-bit NO_VAL and INFINITE
+#: as well; no time is either (both are past the year 2106).
+TIME_SENTINELS = UINT32
+_NO_SENTINELS: frozenset[int] = frozenset()
 #: Integers are 64-bit signed downstream (Avro ``long``): a larger one is refused at parse
 #: time, not folded into a job state the worker cannot write.
 _INT64 = 2**63
@@ -118,11 +152,23 @@ def decode_json(payload: bytes | bytearray | memoryview | str, *, what: str) -> 
             value = _DECODER.decode(text)
     except RecursionError:
         raise ParseError("invalid-json", f"{what} is not valid JSON: nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError, huge integers, NaN
+    except json.JSONDecodeError as exc:
         raise ParseError("invalid-json", f"{what} is not valid JSON: {exc}") from None
+    except ValueError as exc:  # NaN, or an integer of more digits than int() reads
+        raise ParseError("invalid-json", f"{what} is not JSON jobstream reads: "
+                         f"{_number_error(exc)}") from None
     check_surrogates(text, isinstance(payload, str), what)
     check_duplicate_keys(text, value, what)
     return value
+
+
+def _number_error(exc: ValueError) -> str:
+    """What a ValueError of the JSON reader says, in words: Python refuses to read an
+    integer of more than ``sys.get_int_max_str_digits()`` digits (its own guard against
+    quadratic time), which no Slurm field comes near."""
+    if "integer string conversion" in str(exc):
+        return f"a number of more than {sys.get_int_max_str_digits()} digits"
+    return str(exc)
 
 
 def payload_bytes(payload: bytes | bytearray | memoryview | str, *, what: str) -> bytes:
@@ -173,15 +219,16 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def slurm_int(value: Any, field: str) -> int | None:
+def slurm_int(value: Any, field: str, *, sentinels: frozenset[int] = UINT32) -> int | None:
     """An integer as any Slurm JSON version writes it; None when unset or unlimited.
 
     Accepts a plain int, ``null``, the ``{set, infinite, number}`` object of data_parser
-    v0.0.39+ (slurm.md 2.5 rule 1), NO_VAL/INFINITE sentinels, and decimal strings (TRES
-    counts, environment values).
+    v0.0.39+ (slurm.md 2.5 rule 1), decimal strings (TRES counts, environment values), and
+    the field's own sentinels (``sentinels``: :data:`UINT32` unless the field is a
+    ``uint16_t`` or ``uint64_t`` one) as unset.
     """
     if type(value) is int:  # the common case, first: what the end of this function does
-        if value in _SENTINELS:
+        if value in sentinels:
             return None
         if -_INT64 <= value < _INT64:
             return value
@@ -196,7 +243,8 @@ def slurm_int(value: Any, field: str) -> int | None:
         number = value.get("number")
         if isinstance(number, dict):  # no nesting: keeps deep garbage from recursing
             raise _bad_type(f"{field}.number", "an integer", number)
-        return slurm_int(number, field)
+        # set and finite: the number is what it says, whatever its width's sentinels
+        return slurm_int(number, field, sentinels=_NO_SENTINELS)
     if isinstance(value, str):
         text = value.strip()
         if not _INT_TEXT.fullmatch(text):
@@ -208,7 +256,7 @@ def slurm_int(value: Any, field: str) -> int | None:
         value = int(value)
     if not _is_int(value):
         raise _bad_type(field, "an integer", value)
-    if value in _SENTINELS:
+    if value in sentinels:
         return None
     if not -_INT64 <= value < _INT64:
         raise _out_of_range(field, value)
@@ -216,11 +264,19 @@ def slurm_int(value: Any, field: str) -> int | None:
 
 
 def _out_of_range(field: str, value: int) -> ParseError:
-    return ParseError("bad-value", f"{field}: {str(value)[:40]} is beyond a 64-bit integer")
+    return ParseError("bad-value", f"{field}: {_show(value)} is beyond a 64-bit integer")
 
 
-def opt_int(obj: Mapping[str, Any], key: str, *, what: str = "") -> int | None:
-    return slurm_int(obj.get(key), f"{what}{key}")
+def _show(value: float) -> str:
+    """A number for a message, cut: ``str()`` of an int of thousands of digits raises."""
+    if _is_int(value) and value.bit_length() > 128:
+        return f"a {value.bit_length()}-bit integer"
+    return str(value)[:40]
+
+
+def opt_int(obj: Mapping[str, Any], key: str, *, what: str = "",
+            sentinels: frozenset[int] = UINT32) -> int | None:
+    return slurm_int(obj.get(key), f"{what}{key}", sentinels=sentinels)
 
 
 def opt_str(obj: Mapping[str, Any], key: str, *, what: str = "") -> str | None:
@@ -242,16 +298,12 @@ def epoch(value: Any, field: str) -> float | None:
     """
     kind = type(value)
     if kind is int or kind is float:  # the CLIs' epoch numbers: the checks at the end, first
-        if kind is int and value in _SENTINELS:
-            return None
-        if not math.isfinite(value) or value < 0 or value > MAX_EPOCH_S:
-            raise ParseError("bad-time", f"{field}: {value!r} is not an epoch time")
-        return float(value) if value else None
+        return _epoch_number(value, field)
     if value is None:
         return None
     if isinstance(value, dict):
-        number = slurm_int(value, field)
-        return None if number is None else epoch(number, field)
+        number = slurm_int(value, field, sentinels=TIME_SENTINELS)
+        return None if number is None else _epoch_number(number, field)
     if isinstance(value, str):
         text = value.strip()
         if text.lower() in _NONE_WORDS:
@@ -271,10 +323,16 @@ def epoch(value: Any, field: str) -> float | None:
         return epoch(seconds, field) if seconds != 0 else None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _bad_type(field, "a time (string or epoch number)", value)
-    if _is_int(value) and value in _SENTINELS:
+    return _epoch_number(value, field)
+
+
+def _epoch_number(value: float, field: str) -> float | None:
+    """Epoch seconds of an int or float; compared, not ``math.isfinite``, which raises on
+    an int past a float's range (NaN fails every comparison)."""
+    if _is_int(value) and value in TIME_SENTINELS:
         return None
-    if not math.isfinite(value) or value < 0 or value > MAX_EPOCH_S:
-        raise ParseError("bad-time", f"{field}: {value!r} is not an epoch time")
+    if not 0 <= value <= MAX_EPOCH_S:
+        raise ParseError("bad-time", f"{field}: {_show(value)} is not an epoch time")
     return float(value) if value else None
 
 
@@ -329,14 +387,14 @@ def exit_from_object(value: Any, field: str) -> tuple[int, int] | None:
         raise _bad_type(f"{field}.status", "a string or a list of strings", status)
     if {"PENDING", "INVALID"} & {w for w in words if w}:
         return None
-    code = slurm_int(value.get("return_code"), f"{field}.return_code")
+    code = slurm_int(value.get("return_code"), f"{field}.return_code")  # uint32_t
     sig_obj = value.get("signal")
     sig: int | None = None
     if sig_obj is not None:
         if not isinstance(sig_obj, dict):
             raise _bad_type(f"{field}.signal", "an object", sig_obj)
         raw = sig_obj.get("id", sig_obj.get("signal_id"))
-        sig = slurm_int(raw, f"{field}.signal.id")
+        sig = slurm_int(raw, f"{field}.signal.id", sentinels=UINT16)  # uint16_t
     if code is None and not sig:
         return None
     if (code is not None and code < 0) or (sig is not None and sig < 0):
@@ -434,8 +492,17 @@ def expand_nodes(value: str | None, field: str) -> list[str]:
         raise ParseError("bad-hostlist", f"{field}: {exc}") from None
 
 
-# Bounded by host names, not by lists: a short text can name a million hosts.
-@cachetools.cached(cachetools.LRUCache(maxsize=100_000, getsizeof=len), lock=threading.Lock())
+def _names_cost(hosts: tuple[str, ...]) -> int:
+    """About the bytes a cached expansion holds: its characters and, for each name, a str
+    object's overhead. Counted in characters, not names: one name can be thousands of
+    characters long, and counted as one, long names could fill the cache with gigabytes."""
+    return sum(map(len, hosts)) + 56 * len(hosts) + 1
+
+
+# Bounded by what the names take, not by lists: a short text names many long hosts.
+# An expansion larger than the whole cache is returned without being kept.
+@cachetools.cached(cachetools.LRUCache(maxsize=8_000_000, getsizeof=_names_cost),
+                   lock=threading.Lock())
 def _expand_hostlist(value: str) -> tuple[str, ...]:
     """:func:`expand_hostlist` of the node lists seen lately: every source of a job
     (squeue, both hooks, jobcomp, sacct) states its node list again. A tuple, so that no
@@ -478,7 +545,8 @@ def tres_list_counts(value: Any, field: str) -> dict[str, int]:
             continue
         name = opt_str(item, "name", what=f"{field}[{i}].")
         try:
-            count = slurm_int(item.get("count"), f"{field}[{i}].count")
+            count = slurm_int(item.get("count"), f"{field}[{i}].count",
+                              sentinels=UINT64)  # slurmdb_tres_rec_t: uint64_t
         except ParseError:
             continue
         if count is None or count < 0:

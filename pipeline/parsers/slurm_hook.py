@@ -31,6 +31,8 @@ from typing import Any
 from pipeline.errors import ParseError
 from pipeline.model import JobEvent
 from pipeline.parsers.slurm_common import (
+    UINT16,
+    UINT32,
     EventBuilder,
     decode_json,
     epoch,
@@ -59,6 +61,9 @@ _INT_FACTS = {
     "uid": "SLURM_JOB_UID", "gid": "SLURM_JOB_GID", "nnodes": "SLURM_JOB_NUM_NODES",
     "restart_count": "SLURM_JOB_RESTART_COUNT",
 }
+#: the width of each integer fact's field in Slurm's job record (uint32_t unless here):
+#: its sentinels, and only its, mean unset
+_INT_WIDTH = {"restart_count": UINT16}
 #: Every key this parser reads; nothing else of the environment is kept.
 USED_KEYS: frozenset[str] = frozenset({
     *_STR_FACTS.values(), *_INT_FACTS.values(), TIME_KEY,
@@ -103,7 +108,7 @@ def _facts(env: dict[str, str], event: str) -> dict[str, Any]:
     for name, key in _STR_FACTS.items():
         put(facts, name, env.get(key) or None)
     for name, key in _INT_FACTS.items():
-        put(facts, name, slurm_int(env.get(key), key))
+        put(facts, name, slurm_int(env.get(key), key, sentinels=_INT_WIDTH.get(name, UINT32)))
     put(facts, "nodelist", expand_nodes(env.get("SLURM_JOB_NODELIST"), "SLURM_JOB_NODELIST"))
     put(facts, "ncores", _cpus_per_node_total(env.get("SLURM_JOB_CPUS_PER_NODE")))
     array_id = slurm_int(env.get("SLURM_ARRAY_JOB_ID"), "SLURM_ARRAY_JOB_ID")
@@ -132,6 +137,8 @@ def _facts(env: dict[str, str], event: str) -> dict[str, Any]:
     return facts
 
 
+#: the job state holds counts as 64-bit signed integers (Avro ``long``)
+_MAX_CPUS = 2**63 - 1
 #: One item of SLURM_JOB_CPUS_PER_NODE: ``2(x3)`` or ``1``
 _CPUS_ITEM = re.compile(r"\s*(\d{1,9})(?:\(x(\d{1,9})\))?\s*")
 
@@ -147,6 +154,9 @@ def _cpus_per_node_total(value: str | None) -> int | None:
             raise ParseError("bad-value",
                              f"SLURM_JOB_CPUS_PER_NODE: {value[:40]!r} is not a CPU count list")
         total += int(m[1]) * int(m[2] or 1)
+        if total > _MAX_CPUS:
+            raise ParseError("bad-value", f"SLURM_JOB_CPUS_PER_NODE: {value[:40]!r} adds up "
+                             "to more CPUs than a 64-bit count holds")
     return total
 
 

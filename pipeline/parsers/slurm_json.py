@@ -7,10 +7,14 @@ in many polls yields the same event ids and the dedupe stage drops the repeats:
 * ``submit`` at the submit time, ``eligible`` at the eligible time (when known);
 * ``start`` at the start time once the job has really started (not pending, has nodes:
   a pending job's start time is only the scheduler's expectation);
-* ``requeue`` for each restart index 1..restart count, at the job's current submit time
-  (Slurm does not say when it requeued; it resets the submit time of a requeued run).
-  The ``restart_count`` fact of each is its index, so ``requeue_count`` is the highest
-  index seen, never the number of requeue events;
+* ``requeue`` for each of the last :data:`REQUEUE_EVENTS` (16) restart indices, up to the
+  restart count, at the job's current submit time (Slurm does not say when it requeued; it
+  resets the submit time of a requeued run). The ``restart_count`` fact of each is its
+  index, so ``requeue_count`` is the highest index seen, never the number of requeue
+  events, and stays exact however few are stated. Not one event per restart:
+  ``restart_cnt`` is a uint16_t, and up to 65,535 events from one record would each grow
+  the job's state. A poll sees the restarts as they happen, so every restart still gets
+  its event unless more than 16 fall between two polls of the job;
 * ``end`` at the end time with ``result`` when the state is final;
 * ``reason`` while the job is pending with a ``state_reason`` other than ``None``, at the
   submit time, one event (id) per reason: Slurm gives no time at which a reason began
@@ -21,6 +25,11 @@ in many polls yields the same event ids and the dedupe stage drops the repeats:
 A pending array's meta-record (``array_task_string: "1-3"``) stands for tasks not yet
 split off; it yields events for its own (meta) job id only. Each task gets its own job id
 and its own record once it is split off.
+
+Each job of a document is parsed on its own (:func:`squeue_parts`, :func:`sacct_parts`): a
+job with a bad field is refused as a :class:`pipeline.parsers.Part` with its error and its
+own JSON, and the document's other jobs keep their events. Only a bad document (not JSON,
+no ``jobs``, a ``meta`` that cannot be read) is refused whole.
 
 Shapes from data_parser v0.0.38 (22.05) to v0.0.4x are read side by side (slurm.md 2.5):
 ``{set, infinite, number}`` objects, states as strings or lists, the two
@@ -61,13 +70,16 @@ it is informative, and refusing it would lose the job's end.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.errors import ParseError
 from pipeline.model import JobEvent
+from pipeline.parsers import Part, strict_events
 from pipeline.parsers.slurm_common import (
+    UINT16,
+    UINT32,
     EventBuilder,
     StateInfo,
     classify_state,
@@ -88,10 +100,13 @@ from pipeline.parsers.slurm_common import (
     tres_list_counts,
 )
 
-__all__ = ["SlurmMeta", "parse_sacct", "parse_squeue", "read_meta"]
+__all__ = ["REQUEUE_EVENTS", "SlurmMeta", "parse_sacct", "parse_squeue", "read_meta",
+           "sacct_parts", "squeue_parts"]
 
-#: restart_cnt is a uint16 in Slurm; more is garbage, and would mean that many events.
+#: restart_cnt is a uint16 in Slurm; more is garbage.
 _MAX_RESTARTS = 0xFFFF
+#: requeue events stated for a job's latest restarts, at most (module docstring)
+REQUEUE_EVENTS = 16
 #: ``data_parser/v0.0.44`` and ``25.11.0``: versions in ``meta``, compiled once (every
 #: document reads them).
 _PARSER_VERSION = re.compile(r"v(\d{1,4})\.(\d{1,4})\.(\d{1,4})")
@@ -131,30 +146,57 @@ class _Job:
 
 def parse_squeue(payload: bytes, *, cluster: str,
                  received_at: float | None = None) -> list[JobEvent]:
-    """Events of every job of one ``squeue --json`` (or ``scontrol show job --json``)."""
-    meta, jobs = _document(payload, "squeue document")
-    events: list[JobEvent] = []
-    for i, job in enumerate(jobs):
-        events.extend(_job_events(_squeue_job(job, f"jobs[{i}]."), meta, cluster,
-                                  "slurm-squeue", "squeue"))
-    return events
+    """Events of every job of one ``squeue --json`` (or ``scontrol show job --json``);
+    the first bad job's ParseError if any job is bad."""
+    return strict_events(squeue_parts(payload, cluster=cluster))
 
 
 def parse_sacct(payload: bytes, *, cluster: str,
                 received_at: float | None = None) -> list[JobEvent]:
-    """Events of every job of one ``sacct --json`` document."""
-    meta, jobs = _document(payload, "sacct document")
+    """Events of every job of one ``sacct --json`` document; the first bad job's ParseError
+    if any job is bad."""
+    return strict_events(sacct_parts(payload, cluster=cluster))
+
+
+def squeue_parts(payload: bytes, *, cluster: str,
+                 received_at: float | None = None) -> list[Part]:
+    """Every job of one ``squeue --json`` document, each with its events or its error."""
+    what = "squeue document"
+    meta, jobs = _document(payload, what)
+    return [_part(i, job, what, lambda job, w: _job_events(
+        _squeue_job(job, w), meta, cluster, "slurm-squeue", "squeue"))
+        for i, job in enumerate(jobs)]
+
+
+def sacct_parts(payload: bytes, *, cluster: str,
+                received_at: float | None = None) -> list[Part]:
+    """Every job of one ``sacct --json`` document, each with its events or its error."""
+    what = "sacct document"
+    meta, jobs = _document(payload, what)
     trust_exit = _sacct_exit_trusted(meta)
-    events: list[JobEvent] = []
-    for i, job in enumerate(jobs):
-        events.extend(_job_events(_sacct_job(job, f"jobs[{i}].", trust_exit), meta, cluster,
-                                  "slurm-sacct", "sacct"))
-    return events
+    return [_part(i, job, what, lambda job, w: _job_events(
+        _sacct_job(job, w, trust_exit), meta, cluster, "slurm-sacct", "sacct"))
+        for i, job in enumerate(jobs)]
+
+
+def _part(index: int, job: Any, what: str,
+          events_of: Callable[[Mapping[str, Any], str], list[JobEvent]]) -> Part:
+    """One job's part. A parser bug met in one job is that job's ``internal-error`` (the
+    exception kept as the error's cause, for the log), not its neighbours'."""
+    try:
+        require_object(job, what=f"{what} jobs[{index}]")
+        return Part(index, events_of(job, f"jobs[{index}]."), source=job)
+    except ParseError as exc:
+        return Part(index, error=exc, source=job)
+    except Exception as exc:  # noqa: BLE001 - the caller logs it with its traceback
+        error = ParseError("internal-error", f"jobs[{index}]: {type(exc).__name__}: {exc}")
+        error.__cause__ = exc
+        return Part(index, error=error, source=job)
 
 
 # --------------------------------------------------------------------------- document
 
-def _document(payload: bytes, what: str) -> tuple[SlurmMeta, list[Mapping[str, Any]]]:
+def _document(payload: bytes, what: str) -> tuple[SlurmMeta, list[Any]]:
     doc = require_object(decode_json(payload, what=what), what=what)
     meta = read_meta(doc.get("meta"))
     jobs = doc.get("jobs")
@@ -166,8 +208,6 @@ def _document(payload: bytes, what: str) -> tuple[SlurmMeta, list[Mapping[str, A
         raise ParseError("missing-field", f"{what} has no jobs")
     if not isinstance(jobs, list):
         raise ParseError("bad-type", f"{what}: jobs must be an array")
-    for i, job in enumerate(jobs):
-        require_object(job, what=f"{what} jobs[{i}]")
     return meta, jobs
 
 
@@ -478,8 +518,10 @@ def _usage_tres(step: Mapping[str, Any], stat: str) -> dict[str, int]:
 
 
 def _lenient_int(value: Any) -> int | None:
+    # usage figures have had different widths across releases (jobacct's max_rss grew
+    # from uint32_t to uint64_t): either width's sentinels are unset here
     try:
-        number = slurm_int(value, "usage")
+        number = slurm_int(value, "usage", sentinels=UINT32)
     except ParseError:
         return None
     return number if number is None or number >= 0 else None
@@ -516,7 +558,7 @@ def _job_id(job: Mapping[str, Any], w: str) -> int:
 
 
 def _restarts(job: Mapping[str, Any], w: str) -> int | None:
-    count = opt_int(job, "restart_cnt", what=w)
+    count = opt_int(job, "restart_cnt", what=w, sentinels=UINT16)  # uint16_t
     if count is not None and not 0 <= count <= _MAX_RESTARTS:
         raise ParseError("bad-value", f"{w}restart_cnt: {count} is out of range")
     return count
@@ -603,6 +645,6 @@ def _requeue_events(builder: EventBuilder, job: _Job, identity: Mapping[str, Any
         builder.add("requeue", job.t_end or at, facts=facts, context=job.context,
                     id_extra=("state",))
         return
-    for index in range(1, count + 1):
+    for index in range(max(1, count - REQUEUE_EVENTS + 1), count + 1):
         builder.add("requeue", at, facts={**identity, "restart_count": index},
                     context={**job.context, "restart_index": index}, id_extra=(index,))

@@ -39,7 +39,6 @@ as Slurm's ``job_desc`` has it (NO_VAL: not set, INFINITE: unlimited, no fact);
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
@@ -145,9 +144,9 @@ def _facts(rec: dict[str, Any] | Any) -> dict[str, Any]:
             raise ParseError("bad-type", f"{flag} must be true or false")
     for key in ("priority", "nice", "by_uid", "step_id"):
         value = rec.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or not math.isfinite(value)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise ParseError("bad-type", f"{key} must be an integer")
+        slurm_int(value, key)  # a 64-bit one: the context keeps it
     return facts
 
 

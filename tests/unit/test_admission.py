@@ -5,6 +5,7 @@ of unknown jobs and old times are admitted."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,8 @@ def test_a_record_without_a_receive_time_is_not_judged_by_it() -> None:
     assert len(normalize(flux([{**SUBMIT, "timestamp": 4_102_444_800.0}], received_at=0.0))) == 1
 
 
-@pytest.mark.parametrize("received_at", [0.0, 1e17])
+# the latest receive time admitted: a later one is itself refused (bad-time, below)
+@pytest.mark.parametrize("received_at", [0.0, MAX_EPOCH_S])
 def test_an_event_past_any_real_time_is_refused_whatever_its_receive_time(
         received_at: float) -> None:
     # as epoch milliseconds it would not fit the job document's 64-bit times
@@ -146,3 +148,26 @@ def test_events_of_a_job_never_seen_make_a_document_of_what_they_tell() -> None:
 def test_old_times_are_admitted() -> None:
     [ev] = normalize(flux([{**SUBMIT, "timestamp": 86400.0 * 365}]))
     assert ev.timestamp == 86400.0 * 365
+
+
+# --------------------------------------------------------------------------- received_at
+# Issue 31, class 6: the future-time check measures from received_at, and a received_at
+# that is no time switched it off (NaN compares false with every time; 1e300 is after all).
+
+NOT_TIMES = [math.nan, math.inf, -math.inf, -1.0, -1e300, 1e300, 2.0**63, MAX_EPOCH_S + 1]
+
+
+@pytest.mark.parametrize("received_at", NOT_TIMES, ids=repr)
+def test_a_record_whose_received_at_is_no_time_is_refused_as_bad_time(
+        received_at: float) -> None:
+    year_2100 = 4_102_444_800.0
+    assert reason(flux([{**SUBMIT, "timestamp": year_2100}], received_at=received_at)) \
+        == "bad-time"
+    assert reason(flux([{**SUBMIT, "timestamp": T}], received_at=received_at)) == "bad-time"
+    assert reason(slurm_jobcomp(JOBCOMP, received_at=received_at)) == "bad-time"
+
+
+def test_received_at_0_still_means_not_known() -> None:
+    [ev] = normalize(flux([{**SUBMIT, "timestamp": T}], received_at=0.0))
+    assert ev.timestamp == T
+    assert normalize(slurm_jobcomp(JOBCOMP, received_at=0))

@@ -350,3 +350,54 @@ def decode_state_value(value: bytes | None) -> dict[str, object]:
 
     assert value is not None
     return AvroCodec("JobState").decode(value)
+
+
+def died_twice_at(path: Any, coord: Any) -> Any:
+    """A crash guard as two runs left it that each died while handling ``coord``."""
+    from pipeline.crashguard import CrashGuard
+
+    for _ in range(2):
+        guard = CrashGuard(path)
+        guard.begin(coord)
+        guard.close(clean=False)  # what a death leaves: busy at coord
+    return CrashGuard(path)
+
+
+def test_a_record_the_worker_died_on_twice_goes_to_the_dlq_unhandled(tmp_path: Any) -> None:
+    """Whatever kills the worker while it handles a record (the OOM killer, a crash in C)
+    would kill it again after every restart: the third run dead-letters the record as
+    it came and goes on."""
+    from pipeline.topics import canonical_topic
+
+    cfg = Config()
+    canonical = canonical_topic(cfg.worker.app_id)
+    guard = died_twice_at(tmp_path / "g", (canonical, 3, 41))
+    sent: Sent = []
+    acked: list[int] = []
+    stage = stage_of(sent, acked)
+    stage.guard = guard
+    poison = encode_canonical(submit("7"))
+    stage.take(SimpleNamespace(topic=canonical, partition=3, offset=41, key=b"c:7",
+                               value=poison))
+    take_all(stage, [submit("8")])
+    [dead] = [s for s in sent if s[0] == cfg.topics.dlq]
+    headers = dict(dead[3] or [])
+    assert dead[1:3] == (b"c:7", poison)
+    assert headers["reason"] == b"crashed-worker" and headers["stage"] == b"normalize"
+    assert [decode_state_value(v)["job_id"] for t, _, v, _ in sent
+            if t == cfg.topics.state] == ["8"]
+    assert sorted(acked) == [0, 41]
+
+
+def test_a_job_the_worker_died_writing_twice_goes_to_the_dlq(tmp_path: Any) -> None:
+    cfg = Config()
+    sent: Sent = []
+    acked: list[int] = []
+    stage = stage_of(sent, acked)
+    stage.guard = died_twice_at(tmp_path / "g", "job c:7")
+    take_all(stage, [submit("7"), submit("8")])
+    [dead] = [s for s in sent if s[0] == cfg.topics.dlq]
+    assert dead[1] == b"c:7" and dict(dead[3] or [])["reason"] == b"crashed-worker"
+    assert [decode_state_value(v)["job_id"] for t, _, v, _ in sent
+            if t == cfg.topics.state] == ["8"]
+    assert sorted(acked) == [0, 1]

@@ -56,6 +56,9 @@ class DirectoryIngester(ABC):
                 self.scan()
             except JobstreamError as exc:
                 logger.error("%s not ingested: %s", self.name, exc)
+            except Exception:  # noqa: BLE001 - a dead thread would ingest nothing more, ever
+                logger.exception("%s: scan failed; trying again in %.0f s", self.name,
+                                 self.interval)
 
     def stop(self) -> None:
         self._stop.set()

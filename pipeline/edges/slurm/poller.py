@@ -107,6 +107,14 @@ def _not_json(exc: ijson.JSONError) -> PollError:
     return PollError(f"output is not JSON: {first[0] if first else type(exc).__name__}")
 
 
+def _unreadable(exc: Exception) -> PollError:
+    """A document yajl reads but Python cannot hold: an integer of more digits than
+    ``int()`` takes. yajl2_c's ``basic_parse`` reports it as a SystemError, and its
+    ``items`` crashes the process on it, so :func:`top_level`'s pass, which comes first
+    and reads every value, must refuse such a document before :func:`iter_jobs` sees it."""
+    return PollError(f"output holds a value Python cannot read: {str(exc)[:200]}")
+
+
 def top_level(f: IO[bytes]) -> dict[str, Any]:
     """The document's top-level keys other than ``jobs``, in their order, from one streaming
     pass that also checks the whole document (the jobs are skipped, not built)."""
@@ -144,6 +152,8 @@ def top_level(f: IO[bytes]) -> dict[str, Any]:
                 builder = None
     except ijson.JSONError as exc:
         raise _not_json(exc) from exc
+    except (ValueError, SystemError) as exc:
+        raise _unreadable(exc) from exc
     if not has_jobs:
         raise PollError("output has no jobs list")
     return rest
@@ -155,6 +165,8 @@ def iter_jobs(f: IO[bytes]) -> Iterator[dict[str, Any]]:
         yield from ijson.items(_Utf8Replaced(f), "jobs.item")  # Decimals: see top_level
     except ijson.JSONError as exc:
         raise _not_json(exc) from exc
+    except (ValueError, SystemError) as exc:
+        raise _unreadable(exc) from exc
 
 
 def _digest(job: dict[str, Any]) -> int:

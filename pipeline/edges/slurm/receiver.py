@@ -214,7 +214,7 @@ class _Server(ThreadingHTTPServer):
         now = time.time()
         try:
             json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the recursion limit: not ValueError
             logger.warning("jobcomp POST body is not JSON; spooled for the DLQ: %.200r", body)
         rec = RawRecord(cluster=self.cluster, scheduler="slurm", format=FORMAT,
                         received_at=now, payload=body,

@@ -152,10 +152,14 @@ class SubmitSpoolIngester(DirectoryIngester):
 
 
 def _stated_uid(line: bytes) -> int | None:
+    """The uid a line states; None for a line that is no JSON object, which the parser
+    refuses anyway (and sends to the DLQ with the reason). Users write these lines: one
+    nested past the recursion limit raises RecursionError, which must not stop the
+    ingester."""
     try:
         value = json.loads(line).get("uid")
-    except (ValueError, AttributeError):
-        return None  # not ours to judge: the parser sends it to the DLQ with the reason
+    except (ValueError, AttributeError, RecursionError):
+        return None
     return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
 
