@@ -177,6 +177,11 @@ class SinkConfig:
     #: ``max_batch`` and ``flush_interval_s``). The worker sends each of its batches
     #: whole, so a quiet moment means what it sent is in hand; a backlog is never quiet
     quiet_s: float = 0.05
+    #: the sink's own small state: its crash guard (pipeline.crashguard), which remembers
+    #: what the sink was handling when it died, so that a record that killed it twice is
+    #: dead-lettered rather than handled again. Empty = <stack.cache_dir>/sink-state. Under
+    #: systemd, a directory the unit may write (its StateDirectory)
+    state_dir: str = ""
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,7 @@ def isolate(cfg: Config, suffix: str, state_dir: Path) -> Config:
         elasticsearch={"index_prefix": f"test-{suffix}-"},
         worker={"app_id": f"jobstream-{suffix}", "store_dir": str(state_dir / "worker-store")},
         edge={"spool_dir": str(state_dir / "spool")},
+        sink={"state_dir": str(state_dir / "sink-state")},
     )
 
 

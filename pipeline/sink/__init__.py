@@ -5,8 +5,11 @@ One module per concern, each tested alone (after Kafka Connect's Elasticsearch s
 * :mod:`~pipeline.sink.names` -- index and alias names, generations, months;
 * :mod:`~pipeline.sink.templates` -- index templates, index creation, alias swaps;
 * :mod:`~pipeline.sink.converter` -- record -> bulk action, coalescing;
-* :mod:`~pipeline.sink.client` -- bulk with retries, item classification;
+* :mod:`~pipeline.sink.client` -- bulk with retries, item classification, splitting a
+  request refused as a whole;
+* :mod:`~pipeline.sink.deadletter` -- dead letters the DLQ can always take;
 * :mod:`~pipeline.sink.offsets` -- contiguous acknowledged offsets;
-* :mod:`~pipeline.sink.runner` -- the consumer loop;
+* :mod:`~pipeline.sink.runner` -- the consumer loop, under the crash guard
+  (:mod:`pipeline.crashguard`);
 * :mod:`~pipeline.sink.cli` -- ``jobstream sink``.
 """

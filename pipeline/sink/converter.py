@@ -10,6 +10,23 @@
   worker, time, and the reason of a reason snapshot), so a redelivery rewrites the same
   document.
 
+Every ``_id`` is at most :data:`MAX_ID_BYTES` (Elasticsearch's 512 bytes of UTF-8) by
+construction (:func:`bounded_id`): one id over it makes Elasticsearch refuse the *whole*
+bulk request, and job and snapshot ids hold names (cluster, queue) anyone may make long.
+An id that fits is kept as it always was, so documents already written keep theirs; a
+longer one becomes its longest prefix that leaves room, ``#``, and a 128-bit hash of the
+whole id. Event ids are the parsers' hashes, but a foreign producer's can be anything, so
+they go through the same function.
+
+Every time a document is filed under must lie in 1970..9999 (see
+:mod:`pipeline.sink.names`); any other is the record's ``bad_time``, never an invented
+index or an exception out of the converter.
+
+An event's ``context`` and ``facts`` are indexed as ``flattened``, which refuses a whole
+document for a key holding NUL, nesting deeper than 20 objects or a key path too long for
+a term: such an event is ``bad_json`` here, with the reason, rather than a refusal of the
+bulk item.
+
 :func:`coalesce` keeps one action per document within a flush (a job's highest revision),
 which is what keeps Elasticsearch writes per job far below events per job.
 
@@ -19,6 +36,7 @@ word; the runner sends it to the DLQ.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,20 +47,52 @@ from typing import Any
 from pipeline.errors import ParseError, SinkError
 from pipeline.fold import doc_id as fold_doc_id
 from pipeline.parsers.surrogates import check_surrogates
-from pipeline.sink.names import UNDATED, Family, check_generation, index_name, month_of
+from pipeline.sink.names import (
+    MAX_TIME_MS,
+    MIN_TIME_MS,
+    UNDATED,
+    Family,
+    TimeRangeError,
+    check_generation,
+    check_prefix,
+    index_name,
+    month_of,
+)
 
 __all__ = [
+    "MAX_ID_BYTES",
     "Action",
     "Converter",
     "DocumentError",
     "Op",
+    "bounded_id",
     "coalesce",
     "job_doc_id",
 ]
 
+#: Elasticsearch's limit of a document's ``_id``, in bytes of UTF-8.
+MAX_ID_BYTES = 512
+#: hex digits of the hash that ends an id too long to keep (blake2b, 128 bits: a collision
+#: among the long ids of one index is not a thing that happens)
+_ID_HASH_HEX = 32
+#: the readable prefix of a hashed id, at most: what is left beside ``#`` and the hash
+_ID_HEAD_BYTES = MAX_ID_BYTES - 1 - _ID_HASH_HEX
+#: an id of at most this many characters fits whatever they are (4 bytes each at most)
+_ID_SURELY_FITS = MAX_ID_BYTES // 4
+
 #: JSON-text fields of a JobEvent (Avro has no arbitrary-JSON type); each must hold an
 #: object (context and facts are indexed as ``flattened``, the rest kept in _source).
 _EVENT_JSON_FIELDS: tuple[str, ...] = ("context", "facts", "jobspec", "R", "record")
+_FLATTENED: frozenset[str] = frozenset({"context", "facts"})
+
+#: What Elasticsearch's ``flattened`` fields refuse of an object (the whole document with
+#: it): a key holding NUL (its separator of key and value), more levels than its
+#: ``depth_limit`` (20), and a dotted key path so long that ``path NUL value`` is over
+#: Lucene's 32766-byte term limit even with the value within ``ignore_above`` (1024
+#: characters, 4 bytes each at most). Checked here, so the event is the DLQ's with a
+#: reason that says which key, before the bulk request.
+_FLATTENED_DEPTH = 20
+_FLATTENED_PATH_BYTES = 32766 - 1 - 4 * 1024
 
 
 class DocumentError(SinkError):
@@ -94,9 +144,31 @@ class Action:
         return (self.family, self.doc_id)
 
 
+def bounded_id(text: str) -> str:
+    """``text`` if it is at most :data:`MAX_ID_BYTES` of UTF-8, else its longest prefix
+    that leaves room (cut between characters), ``#`` and the hash of all of it.
+
+    Deterministic, so a redelivered record finds its document. An id that fits is never
+    changed (documents written before keep their ids); a hashed one is exactly as unique
+    as the full text, and still starts with what it is about.
+    """
+    if len(text) <= _ID_SURELY_FITS:
+        return text
+    data = text.encode("utf-8", "surrogatepass")  # a lone surrogate fails later, per item
+    if len(data) <= MAX_ID_BYTES:
+        return text
+    head = data[:_ID_HEAD_BYTES].decode("utf-8", "ignore")  # drops a cut character
+    return f"{head}#{hashlib.blake2b(data, digest_size=_ID_HASH_HEX // 2).hexdigest()}"
+
+
 def job_doc_id(doc: Mapping[str, Any]) -> str:
-    """The ``_id`` of a job document: the fold's identity of a job incarnation."""
-    return fold_doc_id(doc)
+    """The ``_id`` of a job document: the fold's identity of a job incarnation
+    (``cluster:job_id[@t_submit]``), bounded by :func:`bounded_id`.
+
+    Whatever looks a job document up by ``_id`` must use this, not
+    :func:`pipeline.fold.doc_id`: they differ for names of hundreds of characters.
+    """
+    return bounded_id(fold_doc_id(doc))
 
 
 @dataclass(frozen=True)
@@ -108,6 +180,7 @@ class Converter:
 
     def __post_init__(self) -> None:
         check_generation(self.generation)
+        check_prefix(self.prefix)
 
     def convert(self, family: Family, record: Mapping[str, Any], origin: Any = None) -> Action:
         if family is Family.JOBS:
@@ -130,7 +203,7 @@ class Converter:
         if t_submit is None:
             month = UNDATED
         elif isinstance(t_submit, int) and not isinstance(t_submit, bool):
-            month = month_of(t_submit)
+            month = _month("t_submit", t_submit)
         else:
             raise DocumentError("bad_time", f"t_submit must be epoch milliseconds, "
                                             f"got {t_submit!r}")
@@ -146,16 +219,20 @@ class Converter:
         ts = event.get("timestamp")
         if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
             raise DocumentError("bad_time", f"event timestamp must be epoch seconds, got {ts!r}")
+        if not _MIN_TIME_S <= ts <= _MAX_TIME_S:  # before * 1000, which could overflow
+            raise DocumentError("bad_time", f"event timestamp {ts!r} s is outside "
+                                            "1970-01-01..9999-12-31")
+        epoch_ms = round(ts * 1000)
+        month = _month("event timestamp", epoch_ms)
         source = _without_nulls(event)
         for name in _EVENT_JSON_FIELDS:
             if name in source:
                 source[name] = _json_object(name, source[name])
-        epoch_ms = round(ts * 1000)
         source["@timestamp"] = epoch_ms
         return Action(
             family=Family.EVENTS, op=Op.CREATE,
-            index=index_name(self.prefix, Family.EVENTS, self.generation, month_of(epoch_ms)),
-            doc_id=str(event["event_id"]), source=source, origin=origin,
+            index=index_name(self.prefix, Family.EVENTS, self.generation, month),
+            doc_id=bounded_id(str(event["event_id"])), source=source, origin=origin,
         )
 
     def snapshot(self, snap: Mapping[str, Any], origin: Any = None) -> Action:
@@ -169,8 +246,9 @@ class Converter:
                                             f"got {ts!r}")
         return Action(
             family=Family.SNAPSHOTS, op=Op.INDEX,
-            index=index_name(self.prefix, Family.SNAPSHOTS, self.generation, month_of(ts)),
-            doc_id=_snapshot_id(snap, queue, ts),
+            index=index_name(self.prefix, Family.SNAPSHOTS, self.generation,
+                             _month("snapshot timestamp", ts)),
+            doc_id=bounded_id(_snapshot_id(snap, queue, ts)),
             source=_without_nulls(snap), origin=origin,
         )
 
@@ -190,6 +268,17 @@ class Converter:
             if a.family is Family.JOBS and a.op is Op.INDEX and a.index != target
             and a.doc_id in present
         ]
+
+
+_MIN_TIME_S = MIN_TIME_MS / 1000
+_MAX_TIME_S = (MAX_TIME_MS + 1) / 1000
+
+
+def _month(what: str, epoch_ms: int) -> str:
+    try:
+        return month_of(epoch_ms)
+    except TimeRangeError as exc:
+        raise DocumentError("bad_time", f"{what}: {exc}") from None
 
 
 def _snapshot_id(snap: Mapping[str, Any], queue: str, ts: int) -> str:
@@ -245,7 +334,40 @@ def _json_object(name: str, value: Any) -> dict[str, Any]:
             raise DocumentError("bad_json", exc.message) from exc
         except json.JSONDecodeError as exc:
             raise DocumentError("bad_json", f"event field {name} is not JSON: {exc}") from exc
+        except RecursionError:
+            raise DocumentError("bad_json", f"event field {name} nests too deep") from None
     if not isinstance(value, dict):
         raise DocumentError("bad_json", f"event field {name} must be a JSON object, "
                                         f"got {type(value).__name__}")
+    if name in _FLATTENED:
+        _check_flattened(name, value)
     return value
+
+
+def _check_flattened(name: str, obj: dict[str, Any]) -> None:
+    """DocumentError if a ``flattened`` field would refuse ``obj`` (see _FLATTENED_DEPTH)."""
+    stack: list[tuple[Any, int, int]] = [(obj, 1, 0)]  # (value, depth, path bytes so far)
+    while stack:
+        value, depth, path = stack.pop()
+        if isinstance(value, list):
+            stack.extend((v, depth, path) for v in value)
+            continue
+        if not isinstance(value, dict):
+            continue
+        if depth > _FLATTENED_DEPTH:
+            raise DocumentError("bad_json", f"event field {name} nests deeper than "
+                                            f"{_FLATTENED_DEPTH} objects")
+        for key, inner in value.items():
+            key = str(key)
+            if "\x00" in key:
+                raise DocumentError("bad_json", f"event field {name} has a key holding NUL "
+                                                f"({key[:80]!r}), which no index can hold")
+            # the dotted path, in bytes of UTF-8 (an ASCII key's length is its size)
+            length = path + (1 if path else 0) + (
+                len(key) if key.isascii() else len(key.encode("utf-8", "surrogatepass")))
+            if length > _FLATTENED_PATH_BYTES:
+                raise DocumentError("bad_json", f"event field {name} has a key path of "
+                                                f"{length} bytes, over the "
+                                                f"{_FLATTENED_PATH_BYTES} an index can hold")
+            if isinstance(inner, dict | list):  # a list's objects are one level down too
+                stack.append((inner, depth + 1, length))

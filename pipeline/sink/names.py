@@ -13,10 +13,27 @@ A job document lives in the month of its ``t_submit``, a function of the job tha
 changes, because external versions are checked per index: a job spread over two months
 would have two documents. A job whose submit time is not known yet lives in the
 ``undated`` index of its generation until a revision with ``t_submit`` moves it.
+
+Every name is valid by construction, whatever a record or the configuration says:
+
+* a month comes from a time between 1970-01-01 and 9999-12-31 (UTC) only
+  (:data:`MIN_TIME_MS`, :data:`MAX_TIME_MS`); :func:`month_of` refuses any other time
+  (negative, NaN, 1e300 s, year 10000) with :class:`TimeRangeError` rather than inventing
+  an index (a five-digit year, a month before the epoch) or raising an exception that
+  stops the sink; the converter makes it the record's DLQ reason ``bad_time``. 9999 is
+  the last year of four digits (``YYYY.MM`` stays one shape, so patterns and sorting by
+  name keep working); nothing earlier than 1970 is an HPC job. A far but real month
+  (2100.01) is a month like any other: whether such a time is plausible is the
+  admission checks' business, upstream;
+* the prefix (``elasticsearch.index_prefix``) must obey Elasticsearch's index-name rules
+  (lower case, none of ``\\ / * ? " < > | , # :`` or a space, not starting with
+  ``- _ +``, not ``.`` or ``..``) and leave room for the longest family, generation and
+  month within Elasticsearch's 255 bytes (:func:`check_prefix`).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -24,10 +41,16 @@ from functools import lru_cache
 
 __all__ = [
     "DEFAULT_GENERATION",
+    "MAX_INDEX_NAME_BYTES",
+    "MAX_PREFIX_BYTES",
+    "MAX_TIME_MS",
+    "MIN_TIME_MS",
     "UNDATED",
     "Family",
+    "TimeRangeError",
     "alias_name",
     "check_generation",
+    "check_prefix",
     "index_name",
     "index_pattern",
     "month_of",
@@ -38,7 +61,22 @@ DEFAULT_GENERATION = "v1"
 #: Month part of the index of jobs whose submit time is unknown.
 UNDATED = "undated"
 
+#: The range of times a document may be filed under (epoch milliseconds, UTC, inclusive):
+#: 1970-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z.
+MIN_TIME_MS = 0
+MAX_TIME_MS = 253_402_300_799_999
+
+#: Elasticsearch's limit of an index name, in bytes of UTF-8.
+MAX_INDEX_NAME_BYTES = 255
+
 _GENERATION = re.compile(r"^v[0-9]{1,6}$")
+_MONTH = re.compile(r"^[0-9]{4}\.(0[1-9]|1[0-2])$")
+#: characters Elasticsearch refuses anywhere in an index name
+_FORBIDDEN = frozenset('\\/*?"<>|,# :')
+
+
+class TimeRangeError(ValueError):
+    """A time outside :data:`MIN_TIME_MS`..:data:`MAX_TIME_MS` (or not a number)."""
 
 
 class Family(StrEnum):
@@ -47,6 +85,12 @@ class Family(StrEnum):
     JOBS = "hpc-jobs"
     EVENTS = "hpc-job-events"
     SNAPSHOTS = "hpc-queue-snapshots"
+
+
+#: Room left for the prefix: the longest family, generation (``v`` and six digits) and
+#: month (``YYYY.MM`` or ``undated``, seven characters each), and their two dashes.
+MAX_PREFIX_BYTES = MAX_INDEX_NAME_BYTES - max(len(f"{f.value}-v999999-{UNDATED}")
+                                              for f in Family)
 
 
 def check_generation(generation: str) -> str:
@@ -60,6 +104,30 @@ def check_generation(generation: str) -> str:
     return generation
 
 
+def check_prefix(prefix: str) -> str:
+    """Return ``prefix`` if every index and alias name made with it is valid.
+
+    Checked once, where the prefix is taken (the converter, :func:`index_name`'s first
+    call, the templates), so that an invalid one is a configuration error at start rather
+    than every bulk item refused.
+    """
+    problem = ""
+    if prefix != prefix.lower():
+        problem = "must be lower case"
+    elif set(prefix) & _FORBIDDEN:
+        problem = "must not contain any of \\ / * ? \" < > | , # : or a space"
+    elif prefix[:1] in ("-", "_", "+"):
+        problem = "must not start with -, _ or +"
+    elif prefix in (".", ".."):
+        problem = "must not be . or .."
+    elif len(prefix.encode("utf-8", "surrogatepass")) > MAX_PREFIX_BYTES:
+        problem = (f"must be at most {MAX_PREFIX_BYTES} bytes (index names are at most "
+                   f"{MAX_INDEX_NAME_BYTES})")
+    if problem:
+        raise ValueError(f"elasticsearch.index_prefix {problem}: {prefix!r}")
+    return prefix
+
+
 def alias_name(prefix: str, family: Family) -> str:
     return f"{prefix}{family.value}"
 
@@ -71,14 +139,25 @@ def index_pattern(prefix: str, family: Family, generation: str) -> str:
 
 @lru_cache(maxsize=4096)  # called per document; few distinct answers
 def index_name(prefix: str, family: Family, generation: str, month: str) -> str:
-    return f"{prefix}{family.value}-{check_generation(generation)}-{month}"
+    """The concrete index; ``month`` is :func:`month_of`'s ``YYYY.MM`` or :data:`UNDATED`
+    (ValueError for anything else: no name is made of what is not a month)."""
+    if month != UNDATED and not _MONTH.match(month):
+        raise ValueError(f"index month must be YYYY.MM or {UNDATED}: {month!r}")
+    return f"{check_prefix(prefix)}{family.value}-{check_generation(generation)}-{month}"
 
 
 _DAY_MS = 86_400_000
 
 
 def month_of(epoch_ms: int | float) -> str:
-    """``YYYY.MM`` of an epoch-milliseconds time, UTC."""
+    """``YYYY.MM`` of an epoch-milliseconds time, UTC; :class:`TimeRangeError` for a time
+    outside 1970..9999 or one that is not a number."""
+    if isinstance(epoch_ms, bool) or not isinstance(epoch_ms, int | float):
+        raise TimeRangeError(f"time must be epoch milliseconds, got {epoch_ms!r}")
+    if isinstance(epoch_ms, float) and not math.isfinite(epoch_ms):
+        raise TimeRangeError(f"time must be a finite number, got {epoch_ms!r}")
+    if not MIN_TIME_MS <= epoch_ms <= MAX_TIME_MS:
+        raise TimeRangeError(f"time {epoch_ms!r} ms is outside 1970-01-01..9999-12-31")
     return _month_of_day(int(epoch_ms // _DAY_MS))
 
 

@@ -13,15 +13,43 @@ are paused and it keeps polling, so the group does not evict it. SIGTERM/SIGINT
 (:meth:`SinkRunner.stop`) ends the loop after a last flush and commit; a stop during an
 outage abandons the batch, which is read again on the next start (at-least-once, and
 every write is idempotent).
+
+No record can stop the stream (issue 31, Kafka Connect's ``errors.tolerance=all`` as a
+guarantee). Any error converting one record, expected or not, dead-letters that record
+(``internal-error`` for the unexpected); a document Elasticsearch refuses, alone or by
+making it refuse its whole bulk request, is dead-lettered by its error type; a dead
+letter the DLQ cannot take whole goes without its value (:mod:`.deadletter`). What is
+left is a process that dies anyway (the OOM killer, a segfault in C code, a bug that
+escapes every handler) and would die again on the same records after a restart: the
+crash guard (:mod:`pipeline.crashguard`, a file in ``sink.state_dir``) records what the
+sink is handling, at two grains:
+
+* converting one record: coordinate ``topic[partition]@offset``. A record whose
+  conversion killed two runs in a row is dead-lettered (``crashed-sink``) by the third;
+* the rest of a flush (bulk write, dead letters, commit): coordinate ``flush`` and the
+  batch's offset range per partition. A later batch that overlaps the range of a flush
+  that killed the last run counts as the same flush; once one killed two runs, batches
+  that overlap it are written *record by record*, each record its own coordinate
+  ``record topic[partition]@offset`` (one bulk request each: slow, and only then), and a
+  record that kills the sink in that mode in two runs in a row is dead-lettered
+  (``crashed-sink``) on the next start.
+
+An error that is the sink's own, deliberate (an Elasticsearch or Kafka failure not about
+one record: credentials, an outage), is not a death of the records: it ends the
+coordinate first, so it can never get a record dead-lettered. The hot path costs one
+guard write (no system call) per record converted and one per flush.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -29,11 +57,12 @@ from elasticsearch import Elasticsearch
 
 from pipeline.codec import AvroCodec, codecs_from_config
 from pipeline.config import Config
-from pipeline.dlq import report_bad_record
-from pipeline.errors import ParseError, ServiceError, SinkError
+from pipeline.crashguard import CrashGuard, GuardBusyError
+from pipeline.errors import ConfigError, JobstreamError, ParseError, ServiceError, SinkError
 from pipeline.metrics import SINK_RECORDS_READ, LagReporter
 from pipeline.sink.client import BulkClient, ItemResult, Outcome, make_client
 from pipeline.sink.converter import Action, Converter, DocumentError, coalesce
+from pipeline.sink.deadletter import DeadLetters
 from pipeline.sink.names import DEFAULT_GENERATION, Family
 from pipeline.sink.offsets import OffsetTracker, TopicPartition
 from pipeline.sink.templates import ensure_indices, live_generation
@@ -51,6 +80,14 @@ FOLLOW_INTERVAL_S = 30.0
 MAX_POLL_S = 0.5
 #: How often the consumer lag metric is computed (from librdkafka's cached ends: no request).
 LAG_INTERVAL_S = 5.0
+#: Runs in a row that died at one coordinate before it is dead-lettered (one death may be
+#: an innocent kill: an operator, or the OOM killer for another process's sake).
+CRASH_THRESHOLD = 2
+#: DLQ reason of a record set aside because handling it killed the sink.
+CRASHED = "crashed-sink"
+_FLUSH = "flush "
+_RECORD = "record "
+_RANGE = re.compile(r"^(.+)\[(\d+)\]@(\d+)-(\d+)$")
 
 
 class _Stopped(Exception):
@@ -107,13 +144,15 @@ class SinkRunner:
     :param follow_interval_s: how often a following sink reads the aliases
     :param es, producer, codecs, clock: injected for tests and tools; built from ``cfg``
         when None
+    :param guard: the crash guard; None = claimed in ``sink.state_dir`` when the run starts
     """
 
     def __init__(self, cfg: Config, *, generation: str | None = None, live: bool | None = None,
                  group_id: str | None = None, follow_interval_s: float = FOLLOW_INTERVAL_S,
                  es: Elasticsearch | None = None,
                  producer: Producer | None = None, codecs: dict[str, AvroCodec] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 guard: CrashGuard | None = None) -> None:
         self.cfg = cfg
         self.stats = SinkStats()
         self._follow = generation is None
@@ -126,6 +165,8 @@ class SinkRunner:
         # the DLQ's: acks=all and idempotent as every producer of jobstream
         self._producer = producer if producer is not None else Producer(
             producer_config(cfg, "jobstream-sink"))
+        self._dead = DeadLetters(self._producer, cfg.topics.dlq, stage=STAGE)
+        self._guard = guard
         codecs = codecs if codecs is not None else codecs_from_config(cfg)
         self._families: dict[str, tuple[Family, AvroCodec]] = {
             cfg.topics.state: (Family.JOBS, codecs["state"]),
@@ -136,7 +177,7 @@ class SinkRunner:
         self._read = {topic: SINK_RECORDS_READ.labels(topic) for topic in self._families}
         self._lag = LagReporter(self._group_id)
         self._next_lag = 0.0
-        self._converter = Converter(cfg.elasticsearch.index_prefix, self._generation)
+        self._converter = _converter(cfg.elasticsearch.index_prefix, self._generation)
         self._tracker = OffsetTracker()
         self._epochs: dict[TopicPartition, int] = {}
         self._batch = _Batch()
@@ -144,7 +185,6 @@ class SinkRunner:
         self._stopping = False
         self._paused = False
         self._closing = False
-        self._dlq_failures: list[str] = []
         self._next_follow = 0.0
 
     @property
@@ -176,7 +216,9 @@ class SinkRunner:
     def run(self, *, until: Callable[[SinkStats], bool] | None = None) -> SinkStats:
         """Run until :meth:`stop`, or until ``until(stats)`` is true when nothing is
         waiting to be flushed (checked after each flush and while idle)."""
+        clean = False
         try:
+            self._guarded()
             if self._consumer is None:
                 self.setup()
             while not self._stopping:
@@ -190,22 +232,31 @@ class SinkRunner:
                 self._maybe_follow()
                 self._report_lag()
             self.flush()
+            clean = True
         except _Stopped:
             left = self._tracker.in_flight()
             raise ServiceError(f"stopped while Elasticsearch or Kafka was unavailable; "
                                f"{left} record(s) not committed will be read again") from None
         finally:
-            self.close()
+            self.close(clean=clean)
         return self.stats
 
-    def close(self) -> None:
-        if self._consumer is not None:
-            self._closing = True
-            try:
-                self._consumer.close()
-            finally:
-                self._consumer = None
-        self._producer.flush(5.0)
+    def close(self, *, clean: bool = True) -> None:
+        """Close the consumer, deliver what the DLQ producer holds, release the crash
+        guard; ``clean``: the sink stopped cleanly (False keeps what the guard knows of
+        past deaths for the next start)."""
+        try:
+            if self._consumer is not None:
+                self._closing = True
+                try:
+                    self._consumer.close()
+                finally:
+                    self._consumer = None
+            self._producer.flush(5.0)
+        finally:
+            if self._guard is not None:
+                self._guard.close(clean=clean)
+                self._guard = None
 
     def _poll(self) -> None:
         assert self._consumer is not None
@@ -270,18 +321,29 @@ class SinkRunner:
         7. acknowledge every record whose fate is sealed (not the failed ones);
         8. commit, per partition, the last contiguous acknowledged offset + 1;
         9. raise the sticky error, if an item failed, after committing what came before it.
+
+        Step 1 runs each record under its own crash-guard coordinate, steps 2-8 under the
+        flush's; a batch that overlaps a flush that killed the sink twice runs steps 1-5
+        one record at a time instead (see the module's docstring).
         """
         batch, self._batch = self._batch, _Batch()
         if not batch.records:
             return
         started = self._clock()
+        guard = self._guarded()
+        coord, one_by_one = self._plan(batch.records, guard)
         try:
-            failed = self._write(batch.records)
-            self._deliver_dlq()
-            for rec in batch.records:
-                if rec.where not in failed and self._epochs.get(rec.tp, 0) == rec.epoch:
-                    self._tracker.ack(rec.tp[0], rec.tp[1], rec.msg.offset())
-            self._commit()
+            if one_by_one:
+                logger.warning("flush of %d record(s) one at a time: a flush of these "
+                               "records killed the sink before", len(batch.records))
+                failed = self._write_one_by_one(batch.records, guard)
+                with guard.handling(coord):
+                    self._seal(batch.records, failed)
+            else:
+                actions = self._convert(batch.records, guard)
+                with guard.handling(coord):
+                    failed = self._write(actions)
+                    self._seal(batch.records, failed)
         finally:
             self._resume()
         self.stats.flushes += 1
@@ -293,19 +355,57 @@ class SinkRunner:
             raise SinkError(f"elasticsearch failed to write {where}: {error} "
                             f"({len(failed)} record(s) not committed; see the log)")
 
-    def _write(self, records: list[_Record]) -> dict[str, str]:
-        """Steps 1-5; returns the records that failed (where -> error)."""
+    def _seal(self, records: list[_Record], failed: Mapping[str, str]) -> None:
+        """Steps 6-8."""
+        self._deliver_dlq()
+        for rec in records:
+            if rec.where not in failed and self._epochs.get(rec.tp, 0) == rec.epoch:
+                self._tracker.ack(rec.tp[0], rec.tp[1], rec.msg.offset())
+        self._commit()
+
+    def _convert(self, records: list[_Record], guard: CrashGuard | None) -> list[Action]:
+        """Step 1; each record under its own coordinate when ``guard`` is given."""
         actions: list[Action] = []
         for rec in records:
             value = rec.msg.value()
             if value is None:
                 self.stats.tombstones += 1
                 continue
-            family, codec = self._families[rec.msg.topic() or ""]
-            try:
-                actions.append(self._converter.convert(family, codec.decode(value), rec))
-            except (ParseError, DocumentError) as exc:
-                self._dead_letter(rec, exc.reason, exc.message)
+            if guard is None:
+                action = self._convert_one(rec, value)
+            else:
+                where = rec.where
+                if guard.poisoned(where):
+                    with guard.handling(where):  # if this kills too, the next goes lighter
+                        self._dead_letter_crashed(rec, guard.deaths(where), "converting",
+                                                  guard.threshold)
+                    continue
+                guard.begin(where)
+                try:
+                    action = self._convert_one(rec, value)
+                except JobstreamError:
+                    guard.end()  # the sink's own error, not a death at this record
+                    raise
+                guard.end()
+            if action is not None:
+                actions.append(action)
+        return actions
+
+    def _convert_one(self, rec: _Record, value: bytes) -> Action | None:
+        family, codec = self._families[rec.msg.topic() or ""]
+        try:
+            return self._converter.convert(family, codec.decode(value), rec)
+        except (ParseError, DocumentError) as exc:
+            self._dead_letter(rec, exc.reason, exc.message)
+        except JobstreamError:
+            raise  # the sink's own (a schema registry out of reach): not this record's
+        except Exception as exc:  # a bug met by this record alone: the stream goes on
+            logger.exception("converting %s failed", rec.where)
+            self._dead_letter(rec, "internal-error", f"{type(exc).__name__}: {exc}")
+        return None
+
+    def _write(self, actions: list[Action]) -> dict[str, str]:
+        """Steps 2-5; returns the records that failed (where -> error)."""
         kept, superseded = coalesce(actions)
         self.stats.superseded += len(superseded)
         dated = [a for a in kept if a.family is Family.JOBS]
@@ -317,6 +417,37 @@ class SinkRunner:
         for result in self._bulk.write(kept) if kept else []:
             self._settle(result, failed)
         return failed
+
+    def _write_one_by_one(self, records: list[_Record], guard: CrashGuard) -> dict[str, str]:
+        """Steps 1-5 for one record at a time, each under its coordinate ``record <where>``:
+        one whose turn killed the sink in the last runs (as many as the guard's threshold:
+        a kill of an innocent sink can land there too) is dead-lettered instead."""
+        failed: dict[str, str] = {}
+        for rec in records:
+            coord = _RECORD + rec.where
+            with guard.handling(coord):
+                deaths = guard.deaths(coord)
+                if guard.poisoned(coord):
+                    self._dead_letter_crashed(rec, deaths, "writing", guard.threshold)
+                else:
+                    failed.update(self._write(self._convert([rec], None)))
+        return failed
+
+    def _plan(self, records: list[_Record], guard: CrashGuard) -> tuple[str, bool]:
+        """The flush's coordinate, and whether it is written one record at a time."""
+        ranges = _ranges(records)
+        coord = _flush_coord(ranges, guard.MAX_COORD_BYTES)
+        last = guard.last_death
+        if last is None:
+            return coord, False
+        if last.coord.startswith(_RECORD):
+            where = last.coord[len(_RECORD):]
+            return coord, any(rec.where == where for rec in records)
+        if last.coord.startswith(_FLUSH) and _overlap(ranges, _parse_flush(last.coord)):
+            if last.deaths >= guard.threshold:
+                return coord, True
+            return last.coord, False  # the same flush again, as far as deaths count
+        return coord, False
 
     def _settle(self, result: ItemResult, failed: dict[str, str]) -> None:
         rec: _Record = result.action.origin
@@ -333,26 +464,26 @@ class SinkRunner:
                          result.error_type, result.error)
             failed[rec.where] = f"{result.status} {result.error_type}: {result.error}"
 
-    def _dead_letter(self, rec: _Record, reason: str, error: str) -> None:
-        logger.warning("dead letter %s reason=%s: %s", rec.where, reason, error[:300])
+    def _dead_letter(self, rec: _Record, reason: str, error: str, *,
+                     drop_value: str = "") -> None:
+        logger.warning("dead letter %s reason=%s: %s", rec.where, reason,
+                       error[:300].encode("utf-8", "backslashreplace").decode())
         self.stats.dead_lettered += 1
-        report_bad_record(self._producer, self.cfg.topics.dlq, rec.msg.key(), rec.msg.value(),
-                          reason, STAGE, error, headers={"origin": rec.where},
-                          on_delivery=self._on_dlq_delivery)
+        self._dead.send(rec.msg.key(), rec.msg.value(), reason, error,
+                        {"origin": rec.where}, drop_value=drop_value)
 
-    def _on_dlq_delivery(self, err: KafkaError | None, msg: Message) -> None:
-        if err is not None:
-            self._dlq_failures.append(str(err))
+    def _dead_letter_crashed(self, rec: _Record, deaths: int, doing: str,
+                             needed: int) -> None:
+        """Set aside a record that killed the sink; if dead-lettering it killed the sink
+        too (more deaths than it took to get here), without its value."""
+        drop = "dead-lettering it whole killed the sink" if deaths > needed else ""
+        self._dead_letter(rec, CRASHED, f"the sink died {deaths} time(s) in a row while "
+                                        f"{doing} this record: it is set aside so that the "
+                                        "stream goes on", drop_value=drop)
 
     def _deliver_dlq(self) -> None:
         """Step 6: a DLQ record not yet in Kafka must not have its input committed."""
-        while self._producer.flush(5.0) > 0:
-            logger.warning("waiting for the DLQ topic %s to accept records", self.cfg.topics.dlq)
-            self._wait(0.0)
-        if self._dlq_failures:
-            errors, self._dlq_failures = self._dlq_failures, []
-            raise SinkError(f"the DLQ topic {self.cfg.topics.dlq} refused "
-                            f"{len(errors)} record(s): {errors[0]}")
+        self._dead.deliver(lambda: self._wait(0.0))
 
     def _commit(self) -> None:
         """Step 8."""
@@ -472,7 +603,87 @@ class SinkRunner:
 
     def _set_generation(self, generation: str) -> None:
         self._generation = generation
-        self._converter = Converter(self.cfg.elasticsearch.index_prefix, generation)
+        self._converter = _converter(self.cfg.elasticsearch.index_prefix, generation)
+
+    # -- the crash guard ---------------------------------------------------------------
+
+    def _guarded(self) -> CrashGuard:
+        if self._guard is None:
+            self._guard = open_guard(self.cfg, self._group_id)
+        return self._guard
+
+
+def open_guard(cfg: Config, group_id: str) -> CrashGuard:
+    """The crash guard of a sink of ``group_id``: the first free one of that group in
+    ``sink.state_dir`` (default ``<stack.cache_dir>/sink-state``).
+
+    One that cannot be opened (a read-only directory) is no reason not to run: the sink
+    runs unguarded, in memory, and says so, as it was before there were guards.
+    """
+    directory = Path(cfg.sink.state_dir or Path(cfg.stack.cache_dir) / "sink-state")
+    innocent = (JobstreamError, _Stopped)
+    try:
+        return CrashGuard.claim(directory, _file_name(group_id), threshold=CRASH_THRESHOLD,
+                                innocent=innocent)
+    except (OSError, GuardBusyError) as exc:
+        logger.error("no crash guard (%s): a record that kills the sink would kill it again "
+                     "on every start; give sink.state_dir a directory the sink may write",
+                     exc)
+        return CrashGuard(None, threshold=CRASH_THRESHOLD, innocent=innocent)
+
+
+def _file_name(group_id: str) -> str:
+    """A file name for a consumer group (any characters, any length)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", group_id)[:100]
+    if safe != group_id or not safe:
+        safe += "-" + hashlib.blake2b(group_id.encode(), digest_size=6).hexdigest()
+    return safe
+
+
+def _converter(prefix: str, generation: str) -> Converter:
+    try:
+        return Converter(prefix, generation)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+#: (topic, partition) -> (first, last) offset of a batch's records there
+_Ranges = Mapping[TopicPartition, tuple[int, int]]
+
+
+def _ranges(records: Iterable[_Record]) -> dict[TopicPartition, tuple[int, int]]:
+    out: dict[TopicPartition, tuple[int, int]] = {}
+    for rec in records:
+        offset = rec.msg.offset()
+        old = out.get(rec.tp)
+        out[rec.tp] = (offset, offset) if old is None else (min(old[0], offset),
+                                                            max(old[1], offset))
+    return out
+
+
+def _flush_coord(ranges: _Ranges, limit: int) -> str:
+    """``flush t[0]@100-250 t[1]@7-99 ...``, partitions sorted, as many as fit in
+    ``limit`` bytes (a partition left out only makes an overlap less likely to be seen)."""
+    text = _FLUSH.rstrip()
+    for (topic, partition), (first, last) in sorted(ranges.items()):
+        part = f" {topic}[{partition}]@{first}-{last}"
+        if len(text.encode()) + len(part.encode()) > limit:
+            break
+        text += part
+    return text
+
+
+def _parse_flush(coord: str) -> dict[TopicPartition, tuple[int, int]]:
+    out: dict[TopicPartition, tuple[int, int]] = {}
+    for part in coord[len(_FLUSH):].split():
+        m = _RANGE.match(part)
+        if m:
+            out[(m[1], int(m[2]))] = (int(m[3]), int(m[4]))
+    return out
+
+
+def _overlap(a: _Ranges, b: _Ranges) -> bool:
+    return any(tp in b and a[tp][0] <= b[tp][1] and b[tp][0] <= a[tp][1] for tp in a)
 
 
 def _names(partitions: Iterable[KafkaTopicPartition]) -> str:

@@ -24,12 +24,13 @@ from typing import Any
 
 from elasticsearch import ApiError, BadRequestError, Elasticsearch, NotFoundError
 
-from pipeline.errors import SinkError
+from pipeline.errors import ConfigError, SinkError
 from pipeline.sink.names import (
     UNDATED,
     Family,
     alias_name,
     check_generation,
+    check_prefix,
     index_name,
     index_pattern,
     month_of,
@@ -112,8 +113,10 @@ def ensure_indices(es: Elasticsearch, prefix: str, generation: str, *,
     point at it or nowhere yet. Returns the ``live`` decided.
     """
     check_generation(generation)
-    if prefix != prefix.lower():
-        raise SinkError(f"elasticsearch.index_prefix must be lower case: {prefix!r}")
+    try:
+        check_prefix(prefix)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if live is None:
         current = live_generation(es, prefix)
         live = current in (None, generation)

@@ -43,7 +43,7 @@ def test_unit_restarts_on_failure_but_not_on_a_config_error(unit: UnitFile) -> N
     assert str(ConfigError.exit_code) in prevented and "2" in prevented
     # a full disk (spool) may clear: restart
     assert str(SpoolError.exit_code) not in prevented
-    assert svc["Environment"] == "JOBSTREAM_CONFIG=/etc/jobstream/%i.toml"
+    assert svc["Environment"].startswith("JOBSTREAM_CONFIG=/etc/jobstream/%i.toml")
     assert svc["ProtectSystem"] == "strict" and svc["NoNewPrivileges"] == "yes"
     assert svc["StandardOutput"] == "journal"
 
@@ -54,6 +54,10 @@ def test_units_keep_state_where_it_survives() -> None:
     assert svc["jobstream-edge-slurm@.service"]["StateDirectory"] == "jobstream/edge-slurm-%i"
     assert svc["jobstream-edge-flux@.service"]["StateDirectory"] == "jobstream/edge-flux-%i"
     assert svc["jobstream-worker@.service"]["CacheDirectory"] == "jobstream/worker-%i"
+    # the sink's crash guard, where the unit may write
+    sink = svc["jobstream-sink@.service"]
+    assert sink["StateDirectory"] == "jobstream/sink-%i"
+    assert "JOBSTREAM_SINK__STATE_DIR=/var/lib/jobstream/sink-%i" in sink["Environment"]
     # the worker's graceful stop includes mode's 60 s per-service shutdown timeout
     assert int(svc["jobstream-worker@.service"]["TimeoutStopSec"].rstrip("s")) > 60
 

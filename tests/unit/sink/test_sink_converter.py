@@ -213,3 +213,69 @@ class TestRelocations:
 def test_generation_is_checked() -> None:
     with pytest.raises(ValueError, match="generation"):
         Converter(generation="2")
+
+
+class TestTimesOutsideTheRange:
+    """A time no index can be named after is the record's fault: a DocumentError
+    (``bad_time``, the DLQ) instead of an exception that stops the sink, or an index of
+    an invented month."""
+
+    @pytest.mark.parametrize("t_submit", [-1, 253_402_300_800_000, 2**62, -(2**62)])
+    def test_job(self, t_submit: int) -> None:
+        with pytest.raises(DocumentError) as info:
+            conv.job(job(t_submit=t_submit))
+        assert info.value.reason == "bad_time"
+
+    @pytest.mark.parametrize("ts", [1e300, -1e300, 1.7e308, -0.001, 253_402_300_800.0,
+                                    float("inf")])
+    def test_event(self, ts: float) -> None:
+        with pytest.raises(DocumentError) as info:
+            conv.event(event(timestamp=ts))
+        assert info.value.reason == "bad_time"
+
+    @pytest.mark.parametrize("ts", [-5, 2**63 - 1, 253_402_300_800_000])
+    def test_snapshot(self, ts: int) -> None:
+        with pytest.raises(DocumentError) as info:
+            conv.snapshot(snapshot(timestamp=ts))
+        assert info.value.reason == "bad_time"
+
+    def test_year_2100_is_a_month_like_any_other(self) -> None:
+        assert conv.job(job(t_submit=4_102_444_800_000)).index == "t-hpc-jobs-v2-2100.01"
+
+
+def test_an_invalid_prefix_is_refused_at_construction() -> None:
+    with pytest.raises(ValueError, match="index_prefix"):
+        Converter(prefix="Site-")
+
+
+class TestFlattenedLimits:
+    """What Elasticsearch's ``flattened`` fields (context, facts) would refuse, refused
+    here with a reason that names it: the event goes to the DLQ, before the bulk."""
+
+    @pytest.mark.parametrize("context", [
+        {"\x00": 1}, {"a": {"b\x00c": 1}}, {"a": [{"\x00": 1}]},
+        {"k" * 28_700: 1}, {"k" * 20_000: {"j" * 9_000: 1}},
+        json.loads("{" + '"a":{' * 20 + '"b":1' + "}" * 21),
+    ])
+    def test_refused(self, context: dict[str, Any]) -> None:
+        with pytest.raises(DocumentError) as info:
+            conv.event(event(context=json.dumps(context)))
+        assert info.value.reason == "bad_json"
+
+    @pytest.mark.parametrize("context", [
+        {"a": "v" * 100_000},  # a long value: ignore_above's business
+        {"k" * 1000: 1}, {"é" * 5000: 1},
+        json.loads("{" + '"a":{' * 19 + '"b":1' + "}" * 20),
+    ])
+    def test_kept(self, context: dict[str, Any]) -> None:
+        assert conv.event(event(context=json.dumps(context))).source["context"] == context  # type: ignore[index]
+
+    def test_only_the_flattened_fields(self) -> None:
+        # jobspec, R and record are kept in _source only: nothing to refuse there
+        a = conv.event(event(record=json.dumps({"\x00": {"k" * 30_000: 1}})))
+        assert a.source is not None and "\x00" in a.source["record"]
+
+    def test_json_nested_beyond_the_recursion_limit_is_bad_json(self) -> None:
+        with pytest.raises(DocumentError) as info:
+            conv.event(event(facts="[" * 100_000 + "]" * 100_000))
+        assert info.value.reason == "bad_json"

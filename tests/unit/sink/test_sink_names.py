@@ -28,7 +28,7 @@ def test_bad_generation(bad: str) -> None:
 
 def test_patterns_of_families_do_not_overlap() -> None:
     # hpc-jobs-v1-* must never match an events index: templates and alias moves rely on it.
-    assert not index_name("", Family.EVENTS, "v1", "x").startswith("hpc-jobs-v1-")
+    assert not index_name("", Family.EVENTS, "v1", "2026.11").startswith("hpc-jobs-v1-")
 
 
 @pytest.mark.parametrize("family", list(Family))
@@ -57,3 +57,50 @@ def test_every_schema_field_has_a_mapping(family: Family, schema: str) -> None:
 
     props = family_body(family)["mappings"]["properties"]
     assert load_schema(schema).field_names <= set(props)
+
+
+# -- index names valid whatever a record's time or the configured prefix say -----------
+
+#: 9999-12-31T23:59:59.999Z, the last instant of the documented range
+LAST_MS = 253_402_300_799_999
+
+
+def test_month_of_the_ends_of_the_documented_range() -> None:
+    assert month_of(0) == "1970.01"
+    assert month_of(LAST_MS) == "9999.12"
+    assert month_of(4_102_444_800_000) == "2100.01"  # far, but a real month
+
+
+@pytest.mark.parametrize("bad", [-1, LAST_MS + 1, 1e300 * 1000, -1e300, float("nan"),
+                                 float("inf"), float("-inf"), 10**400])
+def test_month_of_refuses_times_outside_the_range(bad: float) -> None:
+    from pipeline.sink.names import TimeRangeError
+
+    with pytest.raises(TimeRangeError):
+        month_of(bad)
+
+
+@pytest.mark.parametrize("prefix", ["", "t-", "site.a_", "x" * 220])
+def test_valid_prefixes(prefix: str) -> None:
+    from pipeline.sink.names import check_prefix
+
+    assert check_prefix(prefix) == prefix
+    assert len(index_name(prefix, Family.SNAPSHOTS, "v999999", "9999.12").encode()) <= 255
+
+
+@pytest.mark.parametrize("prefix", ["T-", "-x", "_x", "+x", "a b", "a/b", "a*", "a?", 'a"',
+                                    "a<", "a>", "a|", "a,", "a#", "a:", "a\\b", ".", "..",
+                                    "x" * 221, "é" * 111])
+def test_invalid_prefixes_are_refused(prefix: str) -> None:
+    from pipeline.sink.names import check_prefix
+
+    with pytest.raises(ValueError, match="index_prefix"):
+        check_prefix(prefix)
+    with pytest.raises(ValueError):
+        index_name(prefix, Family.JOBS, "v1", "2026.11")
+
+
+@pytest.mark.parametrize("month", ["-2100.01", "10000.01", "2026.13", "2026.1", "", "UNDATED"])
+def test_index_name_refuses_a_month_that_is_not_one(month: str) -> None:
+    with pytest.raises(ValueError):
+        index_name("", Family.JOBS, "v1", month)
