@@ -103,23 +103,22 @@ Field rules that are choices (Flux facts: flux.md section 2.3):
   incarnation of a key (an event can move to a new incarnation when its submit arrives; a
   shared count still only grows, so Elasticsearch's external version check holds).
 
-Bounds. A job's owner can post events without end (``flux job urgency``, ``flux job raise``
-in a loop), and a job's state is one Kafka record (the table's changelog) that must stay
-under the broker's message size. So a job's state keeps, of each *window* -- the events of
-one name (names the fold does not know share one), and for ``exception`` of one severity
--- at most :data:`KEEP_PER_WINDOW`:
-the first in fold order (which decides ``t_eligible``, a Flux job's tracked exception and
-``t_end``) and the latest after it (which decide urgency, priority and the pending
-reason). The others are dropped from the state and counted: ``events_dropped`` (every
-window) and ``exceptions_dropped`` (so a document's ``exceptions`` list is the kept ones,
-at most ``KEEP_PER_WINDOW`` per severity); every event stays in the events index. The
-state keeps of an event's context only the keys the fold reads (:data:`FOLD_CONTEXT`),
-free text cut to :data:`STATE_TEXT_CHARS` characters (a dependency description longer than
-that by its hash, as the fold only compares them), text facts to :data:`STATE_FACT_CHARS`
-(so in the document too), and a long node list as runs of numbered names.
-:meth:`JobFold.fit` keeps the state JSON under a byte budget by narrowing that job's
-windows (kept in its state) and raises :class:`StateTooLarge` when even one event per
-window does not fit.
+Bounds. A job's owner can post events without end (``flux job urgency``, ``flux job
+raise`` in a loop), and a job's state is one Kafka record (the table's changelog) that
+must stay under the broker's message size. So a job's state keeps, of each *window* (the
+events of one name, names the fold does not know sharing one; for ``exception``, of one
+severity), at most :data:`KEEP_PER_WINDOW`: the first in fold order (which decides
+``t_eligible``, a Flux job's tracked exception and ``t_end``) and the latest after it
+(which decide urgency, priority and the pending reason). The others are dropped from the
+state and counted: ``events_dropped`` (every window) and ``exceptions_dropped`` (so a
+document's ``exceptions`` list is the kept ones, at most ``KEEP_PER_WINDOW`` per
+severity); every event stays in the events index. The state keeps of an event's context
+only the keys the fold reads (:data:`FOLD_CONTEXT`), free text cut to
+:data:`STATE_TEXT_CHARS` characters (a dependency description longer than that by its
+hash, as the fold only compares them), text facts to :data:`STATE_FACT_CHARS` (so in the
+document too), and a long node list as runs of numbered names. :meth:`JobFold.fit` keeps
+the state JSON under a byte budget by narrowing that job's windows (kept in its state) and
+raises :class:`StateTooLarge` when even one event per window does not fit.
 
 Within the bounds nothing changes: the documents of a job whose windows never fill are
 those of every event. Beyond them, the kept events are the same for any order and any
