@@ -325,23 +325,27 @@ def _state_text(value: Any) -> Any:
     return text if len(text) <= STATE_TEXT_CHARS else text[:STATE_TEXT_CHARS]
 
 
-def _for_state(ev: JobEvent) -> JobEvent:
-    """``ev`` as its job's state keeps it: the context keys the fold reads, bounded, and
-    text facts cut to :data:`STATE_FACT_CHARS`."""
-    ctx = ev.context
-    kept = {k: _state_text(v) for k, v in ctx.items() if k in FOLD_CONTEXT}
-    desc = ctx.get("description")
+def _state_parts(context: Mapping[str, Any], facts: Mapping[str, Any]
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An event's context and facts as its job's state keeps them (new dicts): the context
+    keys the fold reads, bounded, and text facts cut to :data:`STATE_FACT_CHARS`. Plain
+    loops: this runs for every event folded."""
+    kept: dict[str, Any] = {}
+    for k, v in context.items():
+        if k in FOLD_CONTEXT:
+            kind = type(v)
+            kept[k] = v if kind is int or kind is float or v is None or (
+                kind is str and len(v) <= STATE_TEXT_CHARS) else _state_text(v)
+    desc = context.get("description")
     if isinstance(desc, str) and len(desc) > STATE_TEXT_CHARS:
         # compared, never shown: two long descriptions must stay two
         kept["description"] = "blake2b:" + hashlib.blake2b(
             desc.encode(errors="surrogatepass"), digest_size=16).hexdigest()
-    facts = ev.facts
-    if any(isinstance(v, str) and len(v) > STATE_FACT_CHARS for v in facts.values()):
-        facts = {k: v[:STATE_FACT_CHARS] if isinstance(v, str) else v
-                 for k, v in facts.items()}
-    if facts is ev.facts and len(kept) == len(ctx) and all(kept[k] is ctx[k] for k in kept):
-        return ev
-    return replace(ev, context=kept, facts=facts)
+    out = dict(facts)
+    for k, v in facts.items():
+        if type(v) is str and len(v) > STATE_FACT_CHARS:
+            out[k] = v[:STATE_FACT_CHARS]
+    return kept, out
 
 
 #: A node list of more names than this is kept in a job's state as runs of numbered names.
@@ -535,17 +539,17 @@ class JobFold:
                 self.cluster, self.scheduler, self.job_id):
             raise ValueError(f"event of {event.scheduler} job {event.key} added to the fold "
                              f"of {self.scheduler} job {self.key}")
+        # the fingerprint of the event as it came; the state keeps less of it
+        fp = _fingerprint(event)
+        fps = self._fps.get(event.event_id)
+        if fps is not None and fp in fps:
+            return False
+        context, facts = _state_parts(event.context, event.facts)
         # without jobspec, R and record (dataclasses.replace costs four times as much)
         compact = JobEvent(cluster=event.cluster, scheduler=event.scheduler,
                            job_id=event.job_id, event=event.event, timestamp=event.timestamp,
                            source=event.source, event_id=event.event_id, seq=event.seq,
-                           context=dict(event.context), facts=dict(event.facts),
-                           job_id_f58=event.job_id_f58)
-        fp = _fingerprint(compact)
-        fps = self._fps.get(event.event_id)
-        if fps is not None and fp in fps:
-            return False
-        compact = _for_state(compact)
+                           context=context, facts=facts, job_id_f58=event.job_id_f58)
         old = self._events.get(event.event_id)
         if old is None:
             if not self._make_room(compact):
@@ -688,17 +692,15 @@ class JobFold:
         jf.keep = int(d.get("keep", KEEP_PER_WINDOW))
         jf._dropped = {str(k): int(v) for k, v in (d.get("dropped") or {}).items()}
         for e in d.get("events", ()):
-            facts = dict(e.get("facts") or {})
+            # a state written before the bounds: the same rules, applied as it is read
+            context, facts = _state_parts(e.get("context") or {}, e.get("facts") or {})
             nodelist = facts.get("nodelist")
             if isinstance(nodelist, dict):
                 facts["nodelist"] = _node_names(nodelist["runs"])
             ev = JobEvent(cluster=d["cluster"], scheduler=d["scheduler"], job_id=d["job_id"],
                           event=e["event"], timestamp=float(e["timestamp"]), source=e["source"],
-                          event_id=e["event_id"], seq=e.get("seq"),
-                          context=dict(e.get("context") or {}), facts=facts,
-                          job_id_f58=jf.job_id_f58)
-            # a state written before the bounds: the same rules, applied as it is read
-            ev = _for_state(ev)
+                          event_id=e["event_id"], seq=e.get("seq"), context=context,
+                          facts=facts, job_id_f58=jf.job_id_f58)
             if jf._make_room(ev):
                 jf._events[ev.event_id] = ev
                 jf._fps[ev.event_id] = set(e.get("fps") or [_fingerprint(ev)])
