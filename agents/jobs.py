@@ -57,7 +57,13 @@ from faust.streams import _current_event
 from faust.types import TP
 
 from agents.intake import Intake, acknowledge
-from agents.normalize import RecentIds, Rejected, canonical_events, dlq_headers
+from agents.normalize import (
+    RecentIds,
+    Rejected,
+    canonical_events,
+    dlq_headers,
+    part_headers,
+)
 from agents.outputs import Outputs
 from agents.states import JobStates, decode_state
 from pipeline.anonymize import IDENTITY_FIELDS
@@ -440,8 +446,6 @@ class JobsStage:
             return
         if parts:
             # one bad job of a multi-job record: that job to the DLQ, its neighbours on
-            from agents.normalize import part_headers
-
             for part in parts:
                 logger.warning("bad job %d of raw record %s[%d]@%d: %s", part.index,
                                message.topic, message.partition, message.offset,

@@ -400,22 +400,12 @@ class _Window:
     rest: list[tuple[tuple[Any, ...], str]]
 
     @classmethod
-    def of(cls, name: str, events: Iterable[JobEvent], keep: int) -> _Window:
+    def of(cls, name: str, events: Iterable[JobEvent]) -> _Window:
         entries = sorted((event_order(ev), ev.event_id) for ev in events
                          if _window_of(ev) == name)
         window = cls(entries[0], entries[1:])
         heapq.heapify(window.rest)
         return window
-
-    def rebuild(self, events: Iterable[JobEvent]) -> None:
-        name = None
-        for ev in events:
-            if ev.event_id == self.first[1]:
-                name = _window_of(ev)
-                break
-        if name is not None:
-            again = _Window.of(name, events, 0)
-            self.first, self.rest = again.first, again.rest
 
     def push(self, ev: JobEvent) -> None:
         entry = (event_order(ev), ev.event_id)
@@ -561,9 +551,9 @@ class JobFold:
             assert fps is not None
             merged = self._events[event.event_id] = _merge_variants(old, compact)
             self._live = None
-            window = self._windows.get(_window_of(merged))
-            if window is not None:  # the merged copy may sort elsewhere
-                window.rebuild(self._events.values())
+            name = _window_of(merged)
+            if name in self._windows:  # the merged copy may sort elsewhere
+                self._windows[name] = _Window.of(name, self._events.values())
         fps.add(fp)
         self._json.pop(event.event_id, None)
         if event.job_id_f58 and (self.job_id_f58 is None or event.job_id_f58 < self.job_id_f58):
@@ -583,7 +573,7 @@ class JobFold:
             return True
         window = self._windows.get(name)
         if window is None:
-            window = self._windows[name] = _Window.of(name, self._events.values(), self.keep)
+            window = self._windows[name] = _Window.of(name, self._events.values())
         out = window.admit(ev, self.keep)
         if out == ev.event_id:
             return False
@@ -610,7 +600,7 @@ class JobFold:
             for name, count in list(self._counts.items()):
                 if count <= self.keep:
                     continue
-                window = _Window.of(name, self._events.values(), self.keep)
+                window = _Window.of(name, self._events.values())
                 for event_id in window.trim(self.keep):
                     self._forget(event_id)
                 self._counts[name] = self.keep
