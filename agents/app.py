@@ -22,14 +22,14 @@ import faust
 
 from agents.outputs import Outputs
 from agents.table import JobsTable
-from pipeline.anonymize import Anonymizer
-from pipeline.config import Config
-from pipeline.enrich import Enricher
-from pipeline.errors import ConfigError
-from pipeline.kafka_auth import faust_credentials
-from pipeline.logrepeat import RepeatFilter
-from pipeline.topics import Replication, canonical_topic, replication_from
-from pipeline.wire import Wire
+from pipeline.codecs.wire import Wire
+from pipeline.core.anonymize import Anonymizer
+from pipeline.core.enrich import Enricher
+from pipeline.kafka.auth import faust_credentials
+from pipeline.kafka.topics import Replication, canonical_topic, replication_from
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ConfigError
+from pipeline.runtime.logrepeat import RepeatFilter
 
 __all__ = ["STORE_OPTIONS", "Runner", "Worker", "create_app", "internal_topics"]
 
@@ -59,7 +59,7 @@ class Worker:
 
 class Runner(faust.Worker):
     """Faust's worker, with a log a person can read while the broker is away: aiokafka
-    logs every reconnect attempt, thousands a second (:mod:`pipeline.logrepeat`)."""
+    logs every reconnect attempt, thousands a second (:mod:`pipeline.runtime.logrepeat`)."""
 
     def _repr_name(self) -> str:
         return "Worker"  # the name its log lines carry, as Faust's own
@@ -79,7 +79,7 @@ def create_app(cfg: Config, *, name: str | None = None,
                replication: Replication | None = None) -> Worker:
     """Build the worker's Faust app from ``cfg`` and register its agents, table and timers.
 
-    ``replication`` is what :func:`pipeline.topics.resolve_replication` found: Faust
+    ``replication`` is what :func:`pipeline.kafka.topics.resolve_replication` found: Faust
     creates its internal topics with a number of replicas, not the broker's default, so
     without a configured ``kafka.replication_factor`` the cluster's must be read first.
     """
@@ -90,7 +90,7 @@ def create_app(cfg: Config, *, name: str | None = None,
         if cfg.kafka.replication_factor <= 0:
             raise ConfigError("kafka.replication_factor is 0 (the cluster's default): the "
                               "worker needs the cluster's number, from "
-                              "pipeline.topics.resolve_replication")
+                              "pipeline.kafka.topics.resolve_replication")
         replication = replication_from(cfg, {})
     faust_gaps.apply()
     delivery.apply()
@@ -159,7 +159,7 @@ def create_app(cfg: Config, *, name: str | None = None,
 
 
 def internal_topics(worker: Worker) -> tuple[dict[str, dict[str, str]], dict[str, int]]:
-    """Faust's internal topics of ``worker`` for :func:`pipeline.topics.ensure_topics`:
+    """Faust's internal topics of ``worker`` for :func:`pipeline.kafka.topics.ensure_topics`:
     name -> topic configs (as Faust would create them), and the partitions of those whose
     count is not ``kafka.partitions``.
 

@@ -56,22 +56,25 @@ from aiokafka.partitioner import murmur2
 from faust.streams import _current_event
 from faust.types import TP
 
-from agents.intake import Intake, acknowledge
-from agents.normalize import (
+from agents.canonical import (
     RecentIds,
     Rejected,
     canonical_events,
     dlq_headers,
     part_headers,
 )
+from agents.intake import Intake, acknowledge
 from agents.outputs import Outputs
 from agents.states import JobStates, decode_state
-from pipeline.anonymize import IDENTITY_FIELDS
-from pipeline.crashguard import CrashGuard
-from pipeline.errors import ParseError, ServiceError
+from pipeline.codecs.wire import EXPIRE, decode_canonical, encode_canonical, encode_control
+from pipeline.core.anonymize import IDENTITY_FIELDS
+from pipeline.core.jsontext import dumps
+from pipeline.core.model import JobEvent
+from pipeline.core.snapshots import JobSummary, build_snapshots, summarize
 from pipeline.fold import JobFold, StateTooLarge, folds
-from pipeline.jsontext import dumps
-from pipeline.metrics import (
+from pipeline.runtime.crashguard import CrashGuard
+from pipeline.runtime.errors import ParseError, ServiceError
+from pipeline.runtime.metrics import (
     DLQ_RECORDS,
     WORKER_DUPLICATES_DROPPED,
     WORKER_EVENTS_FOLDED,
@@ -79,9 +82,6 @@ from pipeline.metrics import (
     WORKER_RECORDS_READ,
     LastEventTime,
 )
-from pipeline.model import JobEvent
-from pipeline.snapshots import JobSummary, build_snapshots, summarize
-from pipeline.wire import EXPIRE, decode_canonical, encode_canonical, encode_control
 
 if TYPE_CHECKING:
     from agents.app import Worker

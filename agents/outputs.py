@@ -8,7 +8,7 @@ callback, aiokafka's accumulator in Python), more than parsing an event; librdka
 offsets, so the rule that keeps a crash from losing an output is: :meth:`Outputs.flush`
 (every record Kafka confirmed) before the records they came from are acknowledged.
 
-The producer is :func:`pipeline.spool.producer_config`'s: idempotent, ``acks=all``, and
+The producer is :func:`pipeline.edges.spool.producer_config`'s: idempotent, ``acks=all``, and
 ``murmur2_random``, the partitioner of Faust's table and of the edges, so a re-keyed
 event lands in its job's partition of the canonical topic; it lingers longer than the
 edges' (:data:`PRODUCER_DEFAULTS`).
@@ -24,10 +24,10 @@ from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from pipeline.backoff import Backoff
-from pipeline.config import Config
-from pipeline.metrics import DLQ_RECORDS
-from pipeline.spool import POISON_ERRORS, producer_config
+from pipeline.edges.spool import POISON_ERRORS, producer_config
+from pipeline.runtime.backoff import Backoff
+from pipeline.runtime.config import Config
+from pipeline.runtime.metrics import DLQ_RECORDS
 
 __all__ = ["PRODUCER_DEFAULTS", "Outputs"]
 

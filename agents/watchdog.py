@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents import faust_gaps
-from pipeline.metrics import WATCHDOG_STALLS, LagReporter
+from pipeline.runtime.metrics import WATCHDOG_STALLS, LagReporter
 
 __all__ = ["PartitionProgress", "register", "stalled"]
 

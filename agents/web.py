@@ -26,10 +26,10 @@ import aiohttp
 from aiohttp import web as aioweb
 from yarl import URL
 
-from pipeline.config import Config, Secret
-from pipeline.errors import ConfigError
 from pipeline.fold import JobFold
-from pipeline.netguard import RefusalLog, bearer_ok, is_loopback, read_secret_file
+from pipeline.runtime.config import Config, Secret
+from pipeline.runtime.errors import ConfigError
+from pipeline.runtime.netguard import RefusalLog, bearer_ok, is_loopback, read_secret_file
 
 if TYPE_CHECKING:
     from agents.app import Worker

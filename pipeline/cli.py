@@ -19,8 +19,8 @@ from typing import Any
 
 import click
 
-from pipeline.config import Config, load_config
-from pipeline.errors import JobstreamError
+from pipeline.runtime.config import Config, load_config
+from pipeline.runtime.errors import JobstreamError
 
 __all__ = ["main"]
 
@@ -30,16 +30,16 @@ __all__ = ["main"]
 #: ``jobstream edge`` does not pay for the others' imports.
 COMMANDS: list[tuple[str, str]] = [
     ("pipeline.sink.cli", "sink"),
-    ("pipeline.stack.cli", "stack"),
+    ("pipeline.tooling.stack.cli", "stack"),
     ("pipeline.edges.cli", "edge"),
-    ("pipeline.publish", "publish"),
-    ("pipeline.fold_cli", "parse"),
-    ("pipeline.fold_cli", "fold"),
+    ("pipeline.edges.publish", "publish"),
+    ("pipeline.tooling.fold_cli", "parse"),
+    ("pipeline.tooling.fold_cli", "fold"),
     ("agents.cli", "worker"),
-    ("pipeline.demo", "demo"),
-    ("pipeline.replay", "replay"),
+    ("pipeline.tooling.demo", "demo"),
+    ("pipeline.replay.runner", "replay"),
     ("pipeline.dashboards.cli", "dashboards"),
-    ("pipeline.bench.cli", "bench"),
+    ("pipeline.tooling.bench.cli", "bench"),
     ("pipeline.deploy.cli", "install_units"),
 ]
 
@@ -114,6 +114,6 @@ def config_show(ctx: click.Context, ask_kafka: bool) -> None:
     cfg = get_config(ctx)
     click.echo(json.dumps(cfg.masked(), indent=2, default=str))
     if ask_kafka:
-        from pipeline.topics import resolve_replication
+        from pipeline.kafka.topics import resolve_replication
 
         click.echo(f"{cfg.kafka.bootstrap}: {resolve_replication(cfg).describe()}", err=True)

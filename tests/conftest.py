@@ -1,6 +1,6 @@
 """Fixtures shared by all tests: the real local stack, isolated names per test, clients.
 
-The stack (real Kafka and Elasticsearch, ``pipeline.stack``) starts once per session, on
+The stack (real Kafka and Elasticsearch, ``pipeline.tooling.stack``) starts once per session, on
 first use, and only for tests that ask for it; a stack already up is reused. The session
 leaves it running: other test sessions on the machine may be using it, and the next run
 starts faster. ``./run test`` (and so CI) stops at its end whatever was not running before
@@ -28,9 +28,9 @@ from confluent_kafka.admin import AdminClient
 from datafiles import in_ci
 from elasticsearch import Elasticsearch
 
-from pipeline.config import Config, load_config
-from pipeline.errors import ServiceError
-from pipeline.stack import StackInfo, ensure_up
+from pipeline.runtime.config import Config, load_config
+from pipeline.runtime.errors import ServiceError
+from pipeline.tooling.stack import StackInfo, ensure_up
 
 _INTEGRATION_DIR = Path(__file__).parent / "integration"
 

@@ -43,18 +43,18 @@ from typing import Any
 
 from agents.jobs import ActiveJobs, JobsStage, job_partition
 from agents.states import JobStates
-from pipeline.anonymize import Anonymizer
-from pipeline.codec import AvroCodec, raw_to_avro
-from pipeline.config import Config
-from pipeline.enrich import Enricher
-from pipeline.errors import ParseError
-from pipeline.jsontext import dumps
-from pipeline.model import RawRecord
+from pipeline.codecs.codec import AvroCodec, raw_to_avro
+from pipeline.codecs.wire import Wire
+from pipeline.core.anonymize import Anonymizer
+from pipeline.core.enrich import Enricher
+from pipeline.core.jsontext import dumps
+from pipeline.core.model import RawRecord
+from pipeline.core.snapshots import build_snapshots
+from pipeline.kafka.topics import canonical_topic
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ParseError
 from pipeline.sink.converter import Action, Converter, DocumentError
 from pipeline.sink.names import Family
-from pipeline.snapshots import build_snapshots
-from pipeline.topics import canonical_topic
-from pipeline.wire import Wire
 
 try:  # the bulk client's own encoding of an action
     from pipeline.sink.client import _encode as _bulk_encode
@@ -350,7 +350,7 @@ def check_action(action: Action) -> list[str]:
                 json.loads(line, parse_constant=_not_json)
             except ValueError as exc:
                 problems.append(f"{fam} bulk line is not JSON Elasticsearch reads: {exc} "
-                                "[pipeline/jsontext.py]")
+                                "[pipeline/core/jsontext.py]")
     if action.source is not None:
         problems += _check_source(action.family, action.source)
     return problems

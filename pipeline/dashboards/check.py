@@ -43,7 +43,7 @@ from pipeline.dashboards.grafana_query import (
     substitute,
     variable_values,
 )
-from pipeline.errors import ServiceError
+from pipeline.runtime.errors import ServiceError
 
 __all__ = ["Checker", "PanelReport", "Status", "TargetReport", "summarize"]
 

@@ -16,7 +16,7 @@ from pipeline.cli import get_config
 from pipeline.dashboards import render
 from pipeline.dashboards.check import Checker, PanelReport, Status, summarize
 from pipeline.dashboards.grafana_query import QueryError, TimeRange, parse_time
-from pipeline.errors import ConfigError
+from pipeline.runtime.errors import ConfigError
 from pipeline.sink.client import make_client
 
 __all__ = ["dashboards"]

@@ -37,7 +37,7 @@ ES_URL_ENV = "ES_URL"
 INDEX_PREFIX_ENV = "JOBSTREAM_ELASTICSEARCH__INDEX_PREFIX"
 #: Environment variable Grafana reads the URL of the Prometheus that scrapes jobstream from.
 PROMETHEUS_URL_ENV = "PROMETHEUS_URL"
-#: How the pipeline dashboard names the Prometheus data source (pipeline.metrics).
+#: How the pipeline dashboard names the Prometheus data source (pipeline.runtime.metrics).
 PROMETHEUS = {"type": "prometheus", "uid": "jobstream-prometheus"}
 #: Grafana 11/12 want a semantic version string here (it no longer reads the old numbers).
 ES_VERSION = "9.0.0"

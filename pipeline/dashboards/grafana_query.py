@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pipeline.errors import JobstreamError
+from pipeline.runtime.errors import JobstreamError
 
 __all__ = [
     "DEFAULT_MAX_DATA_POINTS",

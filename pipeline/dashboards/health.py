@@ -1,4 +1,4 @@
-"""The "jobstream pipeline" dashboard: the processes' own metrics (pipeline.metrics),
+"""The "jobstream pipeline" dashboard: the processes' own metrics (pipeline.runtime.metrics),
 read through Prometheus. Where the overview shows the clusters, this one shows whether
 jobstream keeps up with them: flow through each stage, lag, spools, dead letters,
 Elasticsearch's answers, the watchdog, and how fresh each cluster's newest event is.

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pipeline import PACKAGE_DIR
 from pipeline.dashboards import health, job, overview
 from pipeline.dashboards.datasources import prometheus_provisioning_yaml, provisioning_yaml
 
@@ -17,7 +18,7 @@ __all__ = ["GRAFANA_DIR", "PROVIDER_PATH", "dashboards", "files", "metrics_dashb
            "write"]
 
 #: The repository's ``grafana/`` directory.
-GRAFANA_DIR = Path(__file__).resolve().parent.parent.parent / "grafana"
+GRAFANA_DIR = PACKAGE_DIR.parent / "grafana"
 #: Where Grafana finds the dashboard JSON (compose mounts grafana/dashboards there).
 PROVIDER_PATH = "/var/lib/grafana/dashboards"
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from pipeline.errors import ConfigError, JobstreamError
-from pipeline.files import write_whole
+from pipeline.runtime.errors import ConfigError, JobstreamError
+from pipeline.runtime.files import write_whole
 
 __all__ = [
     "UNITS",

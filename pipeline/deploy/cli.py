@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from pipeline.deploy import find_executable, write_units
-from pipeline.errors import ServiceError
+from pipeline.runtime.errors import ServiceError
 
 __all__ = ["install_units"]
 

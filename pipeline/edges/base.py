@@ -7,14 +7,14 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from pipeline.codec import AvroCodec, registry_client
-from pipeline.config import Config
-from pipeline.errors import ParseError
-from pipeline.metrics import EDGE_RECORDS_PUBLISHED, EDGE_RECORDS_RECEIVED, track_spool
-from pipeline.model import RawRecord
-from pipeline.netguard import ensure_private_dir
+from pipeline.codecs.codec import AvroCodec, registry_client
+from pipeline.core.model import RawRecord
+from pipeline.edges.spool import Drainer, Spool, producer_config, spool_dir
 from pipeline.parsers import parse_parts
-from pipeline.spool import Drainer, Spool, producer_config, spool_dir
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ParseError
+from pipeline.runtime.metrics import EDGE_RECORDS_PUBLISHED, EDGE_RECORDS_RECEIVED, track_spool
+from pipeline.runtime.netguard import ensure_private_dir
 
 __all__ = ["EdgeRuntime", "raw_codec", "record_key"]
 
@@ -81,7 +81,7 @@ class EdgeRuntime:
             listener(seqs)
 
     def encode(self, record: RawRecord) -> tuple[bytes | None, bytes]:
-        from pipeline.codec import raw_to_avro
+        from pipeline.codecs.codec import raw_to_avro
         key = record.key.encode() if record.key is not None else None
         return key, self.codec.encode(raw_to_avro(record))
 

@@ -16,10 +16,10 @@ from types import FrameType
 
 import click
 
-from pipeline import metrics
-from pipeline.config import Config, load_config
-from pipeline.malloc import one_arena
-from pipeline.spool import spool_dir, spool_stats
+from pipeline.edges.spool import spool_dir, spool_stats
+from pipeline.runtime import metrics
+from pipeline.runtime.config import Config, load_config
+from pipeline.runtime.malloc import one_arena
 
 __all__ = ["edge"]
 

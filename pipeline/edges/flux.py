@@ -38,12 +38,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from pipeline.admission import MAX_EPOCH_S
-from pipeline.backoff import Backoff
-from pipeline.config import Config
+from pipeline.core.admission import MAX_EPOCH_S
+from pipeline.core.model import RawRecord, job_key
 from pipeline.edges.base import EdgeRuntime
-from pipeline.errors import ServiceError
-from pipeline.model import RawRecord, job_key
+from pipeline.runtime.backoff import Backoff
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ServiceError
 
 __all__ = [
     "FluxEdge",

@@ -7,7 +7,7 @@ environment, one line of the lua submit plugins, or (``flux-eventlog``) one JSON
 R files.
 
 ``parse_record(fmt, payload, cluster=...)`` returns the events of a record or raises
-:class:`pipeline.errors.ParseError`; ``split_records(fmt, data)`` cuts a file into records
+:class:`pipeline.runtime.errors.ParseError`; ``split_records(fmt, data)`` cuts a file into records
 for the CLI and ``jobstream publish``.
 
 A ``squeue --json`` or ``sacct --json`` document lists many jobs, and one bad job must not
@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pipeline.errors import ParseError
-from pipeline.model import JobEvent
+from pipeline.core.model import JobEvent
+from pipeline.runtime.errors import ParseError
 
 __all__ = ["FORMATS", "MULTI_JOB", "Part", "PartsParser", "RecordParser", "parse_parts",
            "parse_record", "split_records", "strict_events"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline.errors import ParseError
+from pipeline.runtime.errors import ParseError
 
 __all__ = ["check_duplicate_keys"]
 

@@ -21,7 +21,7 @@ leave it None.
 
 The jobspec rides on ``submit`` (on ``validate`` when a response has no ``submit``: journals
 before flux-core 0.63 attached it there) and R on ``alloc``; both are keyed off the event
-name, never off which response carried them. Facts (``pipeline.model.FACT_FIELDS``):
+name, never off which response carried them. Facts (``pipeline.core.model.FACT_FIELDS``):
 
 ========================  ==================================================================
 ``submit``                ``uid`` (``userid``), plus the jobspec's facts (parsers.jobspec)
@@ -65,9 +65,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.errors import ParseError
-from pipeline.fluid import FLUID_MAX, decode_jobid, f58_encode
-from pipeline.model import FACT_FIELDS, JobEvent, make_event_id
+from pipeline.core.fluid import FLUID_MAX, decode_jobid, f58_encode
+from pipeline.core.model import FACT_FIELDS, JobEvent, make_event_id
 from pipeline.parsers.duplicates import check_duplicate_keys
 from pipeline.parsers.jobspec import (
     jobspec_facts,
@@ -77,6 +76,7 @@ from pipeline.parsers.jobspec import (
 )
 from pipeline.parsers.resources import R_facts, redact_R
 from pipeline.parsers.surrogates import check_surrogates
+from pipeline.runtime.errors import ParseError
 
 __all__ = ["build_eventlog_record", "parse_eventlog_record", "parse_journal_response"]
 

@@ -25,8 +25,8 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.admission import MAX_EPOCH_S
-from pipeline.errors import ParseError
+from pipeline.core.admission import MAX_EPOCH_S
+from pipeline.runtime.errors import ParseError
 
 __all__ = [
     "MAX_DURATION_S",
@@ -51,7 +51,7 @@ _MAX_DEPTH = 16
 #: be written
 _MAX_COUNT = 2**63 - 1
 #: A time limit is seconds from the start, so none runs past the last time a job document
-#: holds (:data:`pipeline.admission.MAX_EPOCH_S`, the year 5138); past it a limit is no
+#: holds (:data:`pipeline.core.admission.MAX_EPOCH_S`, the year 5138); past it a limit is no
 #: limit, and nodes x limit (the queue snapshots' node-hours) overflows to infinity.
 MAX_DURATION_S = MAX_EPOCH_S
 

@@ -17,7 +17,7 @@ every count derived from them (``nnodes``, ``ncores``, ``ngpus``) is at most
 larger one is refused here as ``bad-R`` rather than accepted and then failing the job
 state's encoding. (Flux itself keeps idset members in ``unsigned int``, so real R objects
 stay far below.) An id's digits are counted before ``int()`` reads them; the nodelist is
-bounded by :data:`MAX_NODES` hosts and :data:`pipeline.hostlist.MAX_CHARS` characters.
+bounded by :data:`MAX_NODES` hosts and :data:`pipeline.core.hostlist.MAX_CHARS` characters.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.errors import ParseError
-from pipeline.hostlist import MAX_CHARS, MAX_DIGITS, expand_hostlist
+from pipeline.core.hostlist import MAX_CHARS, MAX_DIGITS, expand_hostlist
+from pipeline.runtime.errors import ParseError
 
 __all__ = ["MAX_ID", "MAX_NODES", "R_facts", "redact_R"]
 

@@ -33,12 +33,12 @@ from typing import Any
 
 import cachetools
 
-from pipeline.admission import MAX_EPOCH_S
-from pipeline.errors import ParseError
-from pipeline.hostlist import expand_hostlist
-from pipeline.model import FACT_FIELDS, JobEvent, make_event_id
+from pipeline.core.admission import MAX_EPOCH_S
+from pipeline.core.hostlist import expand_hostlist
+from pipeline.core.model import FACT_FIELDS, JobEvent, make_event_id
 from pipeline.parsers.duplicates import check_duplicate_keys
 from pipeline.parsers.surrogates import check_surrogates
+from pipeline.runtime.errors import ParseError
 
 __all__ = [
     "INFINITE",

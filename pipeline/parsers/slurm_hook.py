@@ -28,8 +28,7 @@ import math
 import re
 from typing import Any
 
-from pipeline.errors import ParseError
-from pipeline.model import JobEvent
+from pipeline.core.model import JobEvent
 from pipeline.parsers.slurm_common import (
     UINT16,
     UINT32,
@@ -44,6 +43,7 @@ from pipeline.parsers.slurm_common import (
     require_object,
     slurm_int,
 )
+from pipeline.runtime.errors import ParseError
 
 __all__ = ["parse_hook"]
 

@@ -27,8 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.errors import ParseError
-from pipeline.model import JobEvent
+from pipeline.core.model import JobEvent
 from pipeline.parsers.slurm_common import (
     EventBuilder,
     classify_state,
@@ -46,6 +45,7 @@ from pipeline.parsers.slurm_common import (
     scrub_record,
     tres_counts,
 )
+from pipeline.runtime.errors import ParseError
 
 __all__ = ["parse_jobcomp"]
 

@@ -74,8 +74,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.errors import ParseError
-from pipeline.model import JobEvent
+from pipeline.core.model import JobEvent
 from pipeline.parsers import Part, strict_events
 from pipeline.parsers.slurm_common import (
     UINT16,
@@ -99,6 +98,7 @@ from pipeline.parsers.slurm_common import (
     tres_counts,
     tres_list_counts,
 )
+from pipeline.runtime.errors import ParseError
 
 __all__ = ["REQUEUE_EVENTS", "SlurmMeta", "parse_sacct", "parse_squeue", "read_meta",
            "sacct_parts", "squeue_parts"]

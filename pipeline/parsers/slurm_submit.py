@@ -42,8 +42,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pipeline.errors import ParseError
-from pipeline.model import JobEvent
+from pipeline.core.model import JobEvent
 from pipeline.parsers.slurm_common import (
     NO_VAL,
     EventBuilder,
@@ -56,6 +55,7 @@ from pipeline.parsers.slurm_common import (
     require_object,
     slurm_int,
 )
+from pipeline.runtime.errors import ParseError
 
 __all__ = ["SOURCE", "parse_submit_plugin", "time_limit_s"]
 

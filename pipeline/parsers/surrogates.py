@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from pipeline.errors import ParseError
+from pipeline.runtime.errors import ParseError
 
 __all__ = ["check_surrogates"]
 

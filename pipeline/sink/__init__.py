@@ -10,6 +10,6 @@ One module per concern, each tested alone (after Kafka Connect's Elasticsearch s
 * :mod:`~pipeline.sink.deadletter` -- dead letters the DLQ can always take;
 * :mod:`~pipeline.sink.offsets` -- contiguous acknowledged offsets;
 * :mod:`~pipeline.sink.runner` -- the consumer loop, under the crash guard
-  (:mod:`pipeline.crashguard`);
+  (:mod:`pipeline.runtime.crashguard`);
 * :mod:`~pipeline.sink.cli` -- ``jobstream sink``.
 """

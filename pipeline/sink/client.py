@@ -47,11 +47,11 @@ from typing import Any, TypeVar
 
 from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
 
-from pipeline.backoff import Backoff
-from pipeline.config import ElasticsearchConfig
-from pipeline.errors import SinkError
-from pipeline.jsontext import dumps
-from pipeline.metrics import SINK_BULK_ITEMS, SINK_BULK_SECONDS, SINK_RETRIES
+from pipeline.core.jsontext import dumps
+from pipeline.runtime.backoff import Backoff
+from pipeline.runtime.config import ElasticsearchConfig
+from pipeline.runtime.errors import SinkError
+from pipeline.runtime.metrics import SINK_BULK_ITEMS, SINK_BULK_SECONDS, SINK_RETRIES
 from pipeline.sink.converter import Action, Op
 
 __all__ = [

@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from pipeline.errors import ParseError, SinkError
 from pipeline.fold import doc_id as fold_doc_id
 from pipeline.parsers.surrogates import check_surrogates
+from pipeline.runtime.errors import ParseError, SinkError
 from pipeline.sink.names import (
     MAX_TIME_MS,
     MIN_TIME_MS,

@@ -1,12 +1,12 @@
 """The sink's dead letters: a record the sink gives up on reaches the DLQ, whatever it holds.
 
 Kafka Connect's DeadLetterQueueReporter, with one guarantee more: dead-lettering one
-record can never stop the sink. :func:`pipeline.dlq.report_bad_record` writes the record
+record can never stop the sink. :func:`pipeline.kafka.dlq.report_bad_record` writes the record
 (original key and value, ``reason``/``stage``/``error`` headers); around it, this module
 makes sure the DLQ can take it:
 
 * **size**: a DLQ record over the DLQ topic's limit (``max.message.bytes``, 16 MiB:
-  :data:`pipeline.topics.RAW_MAX_MESSAGE_BYTES`) or the producer's ``message.max.bytes``
+  :data:`pipeline.kafka.topics.RAW_MAX_MESSAGE_BYTES`) or the producer's ``message.max.bytes``
   would be refused, by librdkafka at ``produce`` or by the broker in the delivery report,
   and the input could never be committed. Such a record goes without its value (the
   larger of key and value first, then the other if still needed), with headers that say
@@ -33,10 +33,10 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from pipeline.dlq import MAX_HEADER_CHARS, report_bad_record
-from pipeline.errors import SinkError
-from pipeline.spool import POISON_ERRORS
-from pipeline.topics import RAW_MAX_MESSAGE_BYTES
+from pipeline.edges.spool import POISON_ERRORS
+from pipeline.kafka.dlq import MAX_HEADER_CHARS, report_bad_record
+from pipeline.kafka.topics import RAW_MAX_MESSAGE_BYTES
+from pipeline.runtime.errors import SinkError
 
 __all__ = ["DLQ_MAX_BYTES", "DeadLetters"]
 

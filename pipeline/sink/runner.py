@@ -21,7 +21,7 @@ making it refuse its whole bulk request, is dead-lettered by its error type; a d
 letter the DLQ cannot take whole goes without its value (:mod:`.deadletter`). What is
 left is a process that dies anyway (the OOM killer, a segfault in C code, a bug that
 escapes every handler) and would die again on the same records after a restart: the
-crash guard (:mod:`pipeline.crashguard`, a file in ``sink.state_dir``) records what the
+crash guard (:mod:`pipeline.runtime.crashguard`, a file in ``sink.state_dir``) records what the
 sink is handling, at two grains:
 
 * converting one record: coordinate ``topic[partition]@offset``. A record whose
@@ -55,19 +55,19 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from elasticsearch import Elasticsearch
 
-from pipeline.codec import AvroCodec, codecs_from_config
-from pipeline.config import Config
-from pipeline.crashguard import CrashGuard, GuardBusyError
-from pipeline.errors import ConfigError, JobstreamError, ParseError, ServiceError, SinkError
-from pipeline.metrics import SINK_RECORDS_READ, LagReporter
+from pipeline.codecs.codec import AvroCodec, codecs_from_config
+from pipeline.edges.spool import producer_config
+from pipeline.kafka.topics import ensure_topics
+from pipeline.runtime.config import Config
+from pipeline.runtime.crashguard import CrashGuard, GuardBusyError
+from pipeline.runtime.errors import ConfigError, JobstreamError, ParseError, ServiceError, SinkError
+from pipeline.runtime.metrics import SINK_RECORDS_READ, LagReporter
 from pipeline.sink.client import BulkClient, ItemResult, Outcome, make_client
 from pipeline.sink.converter import Action, Converter, DocumentError, coalesce
 from pipeline.sink.deadletter import DeadLetters
 from pipeline.sink.names import DEFAULT_GENERATION, Family
 from pipeline.sink.offsets import OffsetTracker, TopicPartition
 from pipeline.sink.templates import ensure_indices, live_generation
-from pipeline.spool import producer_config
-from pipeline.topics import ensure_topics
 
 __all__ = ["SinkRunner", "SinkStats"]
 

@@ -24,7 +24,8 @@ from typing import Any
 
 from elasticsearch import ApiError, BadRequestError, Elasticsearch, NotFoundError
 
-from pipeline.errors import ConfigError, SinkError
+from pipeline import PACKAGE_DIR
+from pipeline.runtime.errors import ConfigError, SinkError
 from pipeline.sink.names import (
     UNDATED,
     Family,
@@ -53,7 +54,7 @@ TEMPLATE_PRIORITY = 500
 
 
 def mapping_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "_schemas" / "elasticsearch"
+    return PACKAGE_DIR / "_schemas" / "elasticsearch"
 
 
 @cache

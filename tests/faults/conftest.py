@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from harness import RESULTS, Flow, all_in_sync, private_stack, wait_until, write_table
 
-from pipeline.config import Config
-from pipeline.errors import ServiceError
-from pipeline.stack import kafka_nodes, start_broker
-from pipeline.workload import WorkloadSpec
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ServiceError
+from pipeline.tooling.stack import kafka_nodes, start_broker
+from pipeline.tooling.workload import WorkloadSpec
 
 _FAULTS_DIR = Path(__file__).parent
 

@@ -3,7 +3,7 @@ workload with ground truth, and the final check of Elasticsearch against that tr
 
 A scenario builds a :class:`Flow` (its own topics, indices, consumer groups and state
 directories on the private stack), starts ``jobstream worker`` and ``jobstream sink`` as
-subprocesses, publishes a seeded :class:`~pipeline.workload.Workload` through a real edge
+subprocesses, publishes a seeded :class:`~pipeline.tooling.workload.Workload` through a real edge
 runtime (durable spool + drainer, the code every producer edge runs), injects its fault,
 waits until everything published is committed by every stage, and :meth:`Flow.verify`
 reads Elasticsearch back:
@@ -40,18 +40,18 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 from elasticsearch import ApiError, Elasticsearch, helpers
 
-from pipeline.children import config_env, free_port, free_port_block, log_tail
-from pipeline.config import Config
+from pipeline.core.model import RawRecord
 from pipeline.edges.base import EdgeRuntime
-from pipeline.model import RawRecord
-from pipeline.normalize import normalize
-from pipeline.offsets import TP, Positions, group_lag
-from pipeline.readback import client, job_documents, jobs_alias, not_yet
+from pipeline.kafka.positions import TP, Positions, group_lag
+from pipeline.kafka.topics import canonical_topic, ensure_topics
+from pipeline.parsers.normalize import normalize
+from pipeline.replay.readback import client, job_documents, jobs_alias, not_yet
+from pipeline.runtime.children import config_env, free_port, free_port_block, log_tail
+from pipeline.runtime.config import Config
 from pipeline.sink.names import Family, alias_name
-from pipeline.stack import broker_address, kafka_nodes, service, start_service, stop_service
-from pipeline.topics import canonical_topic, ensure_topics
-from pipeline.verify import compare
-from pipeline.workload import GeneratedRecord, Workload, WorkloadSpec
+from pipeline.tooling.stack import broker_address, kafka_nodes, service, start_service, stop_service
+from pipeline.tooling.verify import compare
+from pipeline.tooling.workload import GeneratedRecord, Workload, WorkloadSpec
 
 __all__ = ["GROUPS_WAIT_S", "RESULTS", "STEADY_RATE", "WORKER_SESSION_TIMEOUT_S", "DepthWatch",
            "Flow", "Proc", "Publisher", "Result", "all_in_sync", "busiest_broker", "coordinator",
@@ -119,7 +119,7 @@ def private_stack(base: Config, brokers: int = 1) -> Iterator[Config]:
     Yields a Config whose clients talk to it and whose ``stack.*`` let
     ``stop_service``/``start_service`` (and ``stop_broker``/``start_broker``) act on it;
     stops everything at the end."""
-    from pipeline.stack import ensure_up
+    from pipeline.tooling.stack import ensure_up
 
     shared_kafka, shared_es = service(base, "kafka"), service(base, "elasticsearch")
     if not (shared_kafka.installed() and shared_es.installed()):
@@ -358,7 +358,7 @@ class Result:
 
 
 class _Positions(Positions):
-    """:class:`~pipeline.offsets.Positions` whose groups' commits are read by a consumer of
+    """:class:`~pipeline.kafka.positions.Positions` whose groups' commits are read by a consumer of
     each group (``committed()`` alone: it never joins), not by the AdminClient: the flow
     polls them while brokers die, and the AdminClient, which lives as long as the flow,
     would keep an expired request to a dead coordinator (see _GROUPS_REQUEST_TIMEOUT_S).

@@ -30,11 +30,11 @@ from harness import (
     wait_until,
 )
 
-from pipeline.bench.feed import build_feed, expected_documents
-from pipeline.bench.flow import check_documents
-from pipeline.readback import client, job_documents, jobs_alias
-from pipeline.stack import kafka_nodes, start_broker, stop_broker
-from pipeline.topics import canonical_topic
+from pipeline.kafka.topics import canonical_topic
+from pipeline.replay.readback import client, job_documents, jobs_alias
+from pipeline.tooling.bench.feed import build_feed, expected_documents
+from pipeline.tooling.bench.flow import check_documents
+from pipeline.tooling.stack import kafka_nodes, start_broker, stop_broker
 
 #: the coordinator's broker stays down this long: its group's session runs out meanwhile
 LONG_DOWN_S = 2.5 * WORKER_SESSION_TIMEOUT_S

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from harness import STEADY_RATE, Flow, Proc, record, spec, wait_until
 
-from pipeline.errors import SpoolError
-from pipeline.stack import start_service, stop_service
+from pipeline.runtime.errors import SpoolError
+from pipeline.tooling.stack import start_service, stop_service
 
 KAFKA_OUTAGE_S = 20.0
 ES_OUTAGE_S = 30.0

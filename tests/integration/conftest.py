@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from workers import WorkerProcess, close_clients
 
-from pipeline.config import Config
+from pipeline.runtime.config import Config
 
 
 @pytest.fixture(scope="session", autouse=True)

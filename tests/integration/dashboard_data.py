@@ -16,15 +16,15 @@ from typing import Any
 
 from elasticsearch import Elasticsearch
 
+from pipeline.core.model import JobEvent
+from pipeline.core.snapshots import build_snapshots, summarize
 from pipeline.fold import JobFold
-from pipeline.model import JobEvent
 from pipeline.parsers import parse_record
 from pipeline.sink.client import BulkClient
 from pipeline.sink.converter import Action, Converter
 from pipeline.sink.names import Family, alias_name
 from pipeline.sink.templates import ensure_indices
-from pipeline.snapshots import build_snapshots, summarize
-from pipeline.workload import Workload, WorkloadSpec
+from pipeline.tooling.workload import Workload, WorkloadSpec
 
 SNAPSHOT_INTERVAL_S = 30.0
 

@@ -8,10 +8,10 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline.children import config_env, free_port
-from pipeline.config import Config
-from pipeline.demo import DemoOptions
-from pipeline.workload import Workload
+from pipeline.runtime.children import config_env, free_port
+from pipeline.runtime.config import Config
+from pipeline.tooling.demo import DemoOptions
+from pipeline.tooling.workload import Workload
 
 #: Guard against a hang only: a run normally ends long before.
 GUARD_S = 600.0

@@ -32,9 +32,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from pipeline.errors import ServiceError
-from pipeline.stack.elasticsearch import ElasticsearchService
-from pipeline.stack.kafka import KafkaService
+from pipeline.runtime.errors import ServiceError
+from pipeline.tooling.stack.elasticsearch import ElasticsearchService
+from pipeline.tooling.stack.kafka import KafkaService
 
 __all__ = ["Certs", "SecureElasticsearch", "SecureKafka", "make_certs"]
 

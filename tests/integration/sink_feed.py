@@ -12,8 +12,8 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from elasticsearch import Elasticsearch
 
-from pipeline.codec import codecs_from_config
-from pipeline.config import Config
+from pipeline.codecs.codec import codecs_from_config
+from pipeline.runtime.config import Config
 from pipeline.sink.runner import SinkRunner, SinkStats
 
 #: Submit times of the test jobs: two months, so both monthly indices are written.

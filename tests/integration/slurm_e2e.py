@@ -28,11 +28,11 @@ from slurm_cluster import SlurmCluster
 from slurm_daemons import log_tail, wait_until
 from workers import end_offsets, read_topic
 
-from pipeline.children import config_env
-from pipeline.codec import AvroCodec, raw_from_avro
-from pipeline.config import Config
-from pipeline.model import RawRecord
-from pipeline.readback import client
+from pipeline.codecs.codec import AvroCodec, raw_from_avro
+from pipeline.core.model import RawRecord
+from pipeline.replay.readback import client
+from pipeline.runtime.children import config_env
+from pipeline.runtime.config import Config
 
 __all__ = ["DocWatcher", "EdgeProcess", "Usage", "end_offsets", "lua_plugins", "percentile",
            "read_dlq", "read_raw", "routed", "send_hook", "set_conf_keys"]

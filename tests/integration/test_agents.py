@@ -49,14 +49,14 @@ from workers import (
     wait_for,
 )
 
-from pipeline.codec import AvroCodec
-from pipeline.config import Config
+from pipeline.codecs.codec import AvroCodec
+from pipeline.core.model import RawRecord
+from pipeline.core.snapshots import build_snapshots, summarize
 from pipeline.edges.base import record_key
 from pipeline.fold import JobFold, doc_id
-from pipeline.model import RawRecord
 from pipeline.parsers import split_records
-from pipeline.snapshots import build_snapshots, summarize
-from pipeline.workload import Workload, WorkloadSpec
+from pipeline.runtime.config import Config
+from pipeline.tooling.workload import Workload, WorkloadSpec
 
 #: received_at of the vector records: fixed (the offline parse sees what the worker sees)
 #: and after every recorded event (the stream refuses events from the future)

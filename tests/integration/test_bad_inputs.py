@@ -21,14 +21,14 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from pipeline.children import Child, free_port, log_tail
-from pipeline.codec import AvroCodec, codecs_from_config, raw_to_avro
-from pipeline.config import Config
-from pipeline.model import RawRecord
-from pipeline.normalize import normalize
-from pipeline.offsets import Positions, group_lag
+from pipeline.codecs.codec import AvroCodec, codecs_from_config, raw_to_avro
+from pipeline.core.model import RawRecord
+from pipeline.kafka.positions import Positions, group_lag
+from pipeline.kafka.topics import canonical_topic, ensure_topics
 from pipeline.parsers import FORMATS
-from pipeline.topics import canonical_topic, ensure_topics
+from pipeline.parsers.normalize import normalize
+from pipeline.runtime.children import Child, free_port, log_tail
+from pipeline.runtime.config import Config
 
 CORPUS = Path(__file__).parents[1] / "data" / "bad"
 RECEIVED = 1_780_000_000.0
@@ -114,8 +114,8 @@ def test_the_files_are_what_make_corpus_writes() -> None:
 @pytest.mark.parametrize("case", cases(), ids=lambda c: c.file)
 def test_each_case_offline(case: Case) -> None:
     """What the worker does, without the worker: the reason (or the events) of each case."""
-    from pipeline.errors import ParseError
-    from pipeline.wire import Wire
+    from pipeline.codecs.wire import Wire
+    from pipeline.runtime.errors import ParseError
 
     wire = Wire(Config())
     try:

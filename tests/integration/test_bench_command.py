@@ -13,9 +13,9 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 from elasticsearch import Elasticsearch
 
-from pipeline.bench.report import FIGURES
-from pipeline.children import config_env
-from pipeline.config import Config
+from pipeline.runtime.children import config_env
+from pipeline.runtime.config import Config
+from pipeline.tooling.bench.report import FIGURES
 
 
 def test_bench_reports_every_figure_and_the_flow_equals_the_offline_fold(

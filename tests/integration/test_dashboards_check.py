@@ -19,7 +19,6 @@ from dashboard_data import Indexed, index_all, pipeline_output
 from elasticsearch import Elasticsearch
 
 from pipeline.cli import main
-from pipeline.config import Config
 from pipeline.dashboards import render
 from pipeline.dashboards.builder import es_target, metric, panel, terms
 from pipeline.dashboards.check import Checker, Status
@@ -30,9 +29,10 @@ from pipeline.dashboards.grafana_query import (
     substitute,
     variable_values,
 )
+from pipeline.runtime.config import Config
 from pipeline.sink.names import Family, alias_name
 from pipeline.sink.templates import ensure_indices
-from pipeline.workload import WorkloadSpec
+from pipeline.tooling.workload import WorkloadSpec
 
 #: Targets the workload has no data for: it makes no preemption or requeue, and every
 #: prolog and epilog succeeds.

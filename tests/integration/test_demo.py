@@ -12,10 +12,10 @@ import psutil
 from demo_cli import GUARD_S, MAIN, child_env, demo_config, run_demo
 from elasticsearch import Elasticsearch
 
-from pipeline.config import Config
 from pipeline.fold import doc_id
-from pipeline.readback import job_documents, jobs_alias, refresh
-from pipeline.verify import compare
+from pipeline.replay.readback import job_documents, jobs_alias, refresh
+from pipeline.runtime.config import Config
+from pipeline.tooling.verify import compare
 
 #: what the issue asks the index to get right for every job
 OUTCOME_FIELDS = ("state", "result", "exit_code", "user", "bank", "queue")
@@ -82,6 +82,6 @@ def test_ctrl_c_stops_the_worker_and_sink_the_demo_started(stack_cfg: Config,
 def _published(cfg: Config) -> int:
     from confluent_kafka.admin import AdminClient
 
-    from pipeline.offsets import Positions
+    from pipeline.kafka.positions import Positions
 
     return sum(Positions(AdminClient(cfg.librdkafka())).ends([cfg.topics.raw]).values())

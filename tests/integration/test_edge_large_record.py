@@ -13,12 +13,12 @@ from pathlib import Path
 
 from confluent_kafka import Consumer
 
-from pipeline.codec import raw_from_avro
-from pipeline.config import Config
+from pipeline.codecs.codec import raw_from_avro
+from pipeline.core.model import RawRecord
 from pipeline.edges.base import EdgeRuntime
-from pipeline.model import RawRecord
-from pipeline.spool import DEFAULT_PRODUCER, Drainer, Spool, producer_config
-from pipeline.topics import RAW_MAX_MESSAGE_BYTES, ensure_topics
+from pipeline.edges.spool import DEFAULT_PRODUCER, Drainer, Spool, producer_config
+from pipeline.kafka.topics import RAW_MAX_MESSAGE_BYTES, ensure_topics
+from pipeline.runtime.config import Config
 
 
 def test_a_10_mb_record_reaches_the_raw_topic(stack_cfg: Config) -> None:

@@ -28,15 +28,15 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from datafiles import vector
 
-from pipeline.codec import AvroCodec, raw_from_avro
-from pipeline.config import Config
+from pipeline.codecs.codec import AvroCodec, raw_from_avro
+from pipeline.core.model import RawRecord
 from pipeline.edges.flux import SINCE_META, FluxEdge, RecordedJournalSource
 from pipeline.edges.slurm import SlurmEdge
 from pipeline.edges.slurm.hooks import install_hook
-from pipeline.errors import ServiceError
-from pipeline.model import RawRecord
-from pipeline.spool import Spool
-from pipeline.stack import ensure_up, service, start_service, stop_service
+from pipeline.edges.spool import Spool
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ServiceError
+from pipeline.tooling.stack import ensure_up, service, start_service, stop_service
 
 LIVE = vector("flux", "real-0.88-journal-live.jsonl")
 BACKLOG = vector("flux", "real-0.88-journal-backlog.jsonl")

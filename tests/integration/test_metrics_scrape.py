@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pipeline.children import Child, free_port
-from pipeline.config import Config
+from pipeline.runtime.children import Child, free_port
+from pipeline.runtime.config import Config
 
 pytestmark = pytest.mark.integration
 

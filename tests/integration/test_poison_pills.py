@@ -30,10 +30,10 @@ import pytest
 from elasticsearch import Elasticsearch
 from workers import Raw, publish, read_topic
 
-from pipeline.children import Child, free_port
-from pipeline.config import Config
-from pipeline.model import RawRecord
-from pipeline.readback import job_documents, jobs_alias, refresh
+from pipeline.core.model import RawRecord
+from pipeline.replay.readback import job_documents, jobs_alias, refresh
+from pipeline.runtime.children import Child, free_port
+from pipeline.runtime.config import Config
 
 NOW = time.time()
 JOBCOMP = json.loads((Path(__file__).resolve().parents[1]

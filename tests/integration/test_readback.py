@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 from elasticsearch import ApiError, Elasticsearch
 
-from pipeline.config import Config
-from pipeline.readback import NOT_YET, job_counts, job_documents, not_yet, refresh
+from pipeline.replay.readback import NOT_YET, job_counts, job_documents, not_yet, refresh
+from pipeline.runtime.config import Config
 
 UNASSIGNED = {"index.routing.allocation.require._name": "no-such-node",
               "index.number_of_replicas": 0}

@@ -30,13 +30,13 @@ from fastavro import schemaless_writer
 from fastavro.schema import parse_schema, to_parsing_canonical_form
 from fastavro.utils import generate_many
 
-from pipeline.children import free_port
-from pipeline.codec import AvroCodec, registry_client
-from pipeline.config import Config
-from pipeline.errors import ParseError, ServiceError
-from pipeline.schemas import SCHEMA_NAMES, load_schema, schema_dir
-from pipeline.stack.java import find_jdks, pick_jdk
-from pipeline.stack.maven import DEPENDENCY_PLUGIN, run_mvn
+from pipeline.codecs.codec import AvroCodec, registry_client
+from pipeline.codecs.schemas import SCHEMA_NAMES, load_schema, schema_dir
+from pipeline.runtime.children import free_port
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ParseError, ServiceError
+from pipeline.tooling.stack.java import find_jdks, pick_jdk
+from pipeline.tooling.stack.maven import DEPENDENCY_PLUGIN, run_mvn
 
 pytestmark = pytest.mark.integration
 

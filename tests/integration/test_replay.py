@@ -9,14 +9,14 @@ from pathlib import Path
 from demo_cli import GUARD_S, demo_config, jobstream, run_demo
 from elasticsearch import Elasticsearch
 
-from pipeline.children import Child
-from pipeline.config import Config
-from pipeline.demo import RawPublisher
 from pipeline.fold import doc_id
-from pipeline.readback import job_counts, job_documents, jobs_alias, jobs_pattern, refresh
+from pipeline.replay.readback import job_counts, job_documents, jobs_alias, jobs_pattern, refresh
+from pipeline.runtime.children import Child
+from pipeline.runtime.config import Config
 from pipeline.sink.names import Family, alias_name, index_pattern
 from pipeline.sink.templates import live_generation
-from pipeline.workload import Workload, WorkloadSpec
+from pipeline.tooling.demo import RawPublisher
+from pipeline.tooling.workload import Workload, WorkloadSpec
 
 
 def _docs(es: Elasticsearch, index: str) -> dict[str, dict]:

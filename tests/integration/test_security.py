@@ -4,7 +4,7 @@ A Kafka with a SCRAM-SHA-256 ``SASL_SSL`` listener and an Elasticsearch with x-p
 security, TLS and a file-realm user (tests/integration/secure_stack.py), both with
 certificates generated for the test. Kafka security is configured the one way jobstream
 has: a librdkafka properties file (``kafka.properties_file``), which the confluent clients
-take as it is and the Faust worker through :mod:`pipeline.kafka_auth`; Elasticsearch
+take as it is and the Faust worker through :mod:`pipeline.kafka.auth`; Elasticsearch
 through ``elasticsearch.url`` / ``username`` / ``password`` / ``ca_certs``.
 
 Covered: a round trip through each service with the right credentials, refusals with wrong
@@ -35,18 +35,18 @@ from elasticsearch import AuthenticationException
 from elasticsearch import ConnectionError as ESConnectionError
 from secure_stack import Certs, SecureElasticsearch, SecureKafka, make_certs
 
-from pipeline.children import Child, config_env, free_port, log_tail
-from pipeline.config import Config, Secret
-from pipeline.errors import ServiceError
-from pipeline.offsets import Positions, group_lag
-from pipeline.readback import client, job_documents, jobs_alias
+from pipeline.kafka.positions import Positions, group_lag
+from pipeline.kafka.topics import canonical_topic
+from pipeline.replay.readback import client, job_documents, jobs_alias
+from pipeline.runtime.children import Child, config_env, free_port, log_tail
+from pipeline.runtime.config import Config, Secret
+from pipeline.runtime.errors import ServiceError
 from pipeline.sink.client import make_client
-from pipeline.stack import ensure_up, service
-from pipeline.stack.java import find_jdks
-from pipeline.stack.ui import Reporter
-from pipeline.topics import canonical_topic
-from pipeline.verify import compare
-from pipeline.workload import Workload, WorkloadSpec
+from pipeline.tooling.stack import ensure_up, service
+from pipeline.tooling.stack.java import find_jdks
+from pipeline.tooling.stack.ui import Reporter
+from pipeline.tooling.verify import compare
+from pipeline.tooling.workload import Workload, WorkloadSpec
 
 USER = "jobstream"
 GUARD_S = 300.0

@@ -29,7 +29,7 @@ from sink_feed import (
     uncommitted,
 )
 
-from pipeline.config import Config
+from pipeline.runtime.config import Config
 from pipeline.sink.names import Family, alias_name
 from pipeline.sink.runner import SinkRunner
 from pipeline.sink.templates import ensure_indices, swap_aliases

@@ -34,12 +34,12 @@ from sink_feed import (
     uncommitted,
 )
 
-from pipeline.children import free_port
-from pipeline.config import Config
-from pipeline.readback import NOT_YET, refresh
+from pipeline.replay.readback import NOT_YET, refresh
+from pipeline.runtime.children import free_port
+from pipeline.runtime.config import Config
 from pipeline.sink.names import Family, alias_name
 from pipeline.sink.runner import SinkRunner
-from pipeline.stack import service, start_service, stop_service
+from pipeline.tooling.stack import service, start_service, stop_service
 
 OUTAGE_S = 30.0
 

@@ -18,7 +18,7 @@ import pytest
 from elasticsearch import Elasticsearch
 from sink_feed import NOV_2026, Feed, all_docs, create_topics, job_doc, run_sink, uncommitted
 
-from pipeline.config import Config
+from pipeline.runtime.config import Config
 from pipeline.sink.client import BulkClient, Outcome
 from pipeline.sink.converter import MAX_ID_BYTES, Action, Converter
 from pipeline.sink.names import Family, alias_name, index_name

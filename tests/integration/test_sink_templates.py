@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from elasticsearch import Elasticsearch
 
-from pipeline.config import Config
-from pipeline.errors import SinkError
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import SinkError
 from pipeline.sink.names import Family, alias_name, index_name
 from pipeline.sink.templates import ensure_indices, live_generation, swap_aliases
 

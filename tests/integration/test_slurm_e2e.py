@@ -64,16 +64,16 @@ from slurm_e2e import (
     wait_for,
 )
 
-from pipeline.children import Child, config_env, free_port
-from pipeline.config import Config
-from pipeline.demo import wait_ready
-from pipeline.errors import ParseError
-from pipeline.model import RawRecord
+from pipeline.core.model import RawRecord
+from pipeline.kafka.topics import ensure_topics
 from pipeline.parsers import parse_record
 from pipeline.parsers.slurm_submit import time_limit_s
-from pipeline.readback import NOT_YET, client, jobs_alias, refresh
+from pipeline.replay.readback import NOT_YET, client, jobs_alias, refresh
+from pipeline.runtime.children import Child, config_env, free_port
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ParseError
 from pipeline.sink.names import Family, alias_name
-from pipeline.topics import ensure_topics
+from pipeline.tooling.demo import wait_ready
 
 pytest_plugins = ["conftest_slurm"]
 

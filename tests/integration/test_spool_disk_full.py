@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 
-from pipeline.config import Config
-from pipeline.errors import SpoolError
-from pipeline.spool import Drainer, Spool, producer_config
-from pipeline.topics import ensure_topics
+from pipeline.edges.spool import Drainer, Spool, producer_config
+from pipeline.kafka.topics import ensure_topics
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import SpoolError
 
 SIZE = 256 * 1024
 

@@ -12,9 +12,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from elasticsearch import Elasticsearch
 
 from pipeline.cli import main
-from pipeline.config import Config
-from pipeline.stack import StackInfo, start_service, status, stop_service
-from pipeline.stack.procs import port_taken
+from pipeline.runtime.config import Config
+from pipeline.tooling.stack import StackInfo, start_service, status, stop_service
+from pipeline.tooling.stack.procs import port_taken
 
 pytestmark = pytest.mark.integration
 
@@ -121,7 +121,7 @@ def test_producers_place_a_job_where_the_worker_keeps_it(
     partitioner (aiokafka's murmur2, the Java client's) gives it, on a real broker."""
     from aiokafka.partitioner import DefaultPartitioner
 
-    from pipeline.spool import producer_config
+    from pipeline.edges.spool import producer_config
 
     topic = f"{stack_cfg.topics.raw}-partitioner"
     partitions = 12

@@ -17,11 +17,11 @@ from click.testing import CliRunner
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic, PartitionMetadata
 
-from pipeline.children import config_env, free_port_block
 from pipeline.cli import main
-from pipeline.config import Config
-from pipeline.errors import ServiceError
-from pipeline.stack import (
+from pipeline.runtime.children import config_env, free_port_block
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ServiceError
+from pipeline.tooling.stack import (
     broker_address,
     ensure_up,
     kafka_nodes,
@@ -32,7 +32,7 @@ from pipeline.stack import (
     stop_broker,
     stop_service,
 )
-from pipeline.stack.procs import port_taken
+from pipeline.tooling.stack.procs import port_taken
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import Config
-from pipeline.stack import service
+from pipeline.runtime.config import Config
+from pipeline.tooling.stack import service
 
 
 def test_format_with_a_cluster_id_starting_with_a_dash(

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 from slurm_cluster import SlurmCluster
 
-from pipeline.children import config_env
-from pipeline.config import Config
+from pipeline.runtime.children import config_env
+from pipeline.runtime.config import Config
 
 pytest_plugins = ["conftest_slurm"]
 

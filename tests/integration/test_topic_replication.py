@@ -14,9 +14,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 
 from agents.app import create_app, internal_topics
-from pipeline.config import Config
-from pipeline.errors import ServiceError
-from pipeline.topics import ensure_topics, resolve_replication, topic_specs
+from pipeline.kafka.topics import ensure_topics, resolve_replication, topic_specs
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ServiceError
 
 
 def replicas(admin: AdminClient, topic: str) -> set[int]:
@@ -72,7 +72,7 @@ def test_configured_values_are_on_every_topic_and_less_is_warned_about(
                                            r"cluster at .* has 1 broker\(s\) up"):
         ensure_topics(more, extra={f"{cfg.topics.raw}.missing": {}})
     # ... and for the topics that exist, a warning naming each, what it has and wants
-    with caplog.at_level(logging.WARNING, logger="pipeline.topics"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.kafka.topics"):
         assert ensure_topics(more, extra=configs, partitions=partitions) == []
     said = [r.getMessage() for r in caplog.records]
     for topic in created:

@@ -31,12 +31,12 @@ import pytest
 from confluent_kafka import Consumer
 from datafiles import in_ci
 
-from pipeline.children import free_port
-from pipeline.codec import AvroCodec, raw_from_avro
-from pipeline.config import Config
+from pipeline.codecs.codec import AvroCodec, raw_from_avro
 from pipeline.deploy import UNITS
-from pipeline.errors import ServiceError
-from pipeline.stack import ensure_up, service
+from pipeline.runtime.children import free_port
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ServiceError
+from pipeline.tooling.stack import ensure_up, service
 
 REPO = Path(__file__).resolve().parents[2]
 #: what the wheel needs of the tree

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from agents.outputs import FLUSH_WAIT_S, Outputs
-from pipeline.config import Config
+from pipeline.runtime.config import Config
 
 pytestmark = pytest.mark.integration
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
-from pipeline.children import Child, log_tail
-from pipeline.config import Config
-from pipeline.topics import canonical_topic
+from pipeline.kafka.topics import canonical_topic
+from pipeline.runtime.children import Child, log_tail
+from pipeline.runtime.config import Config
 
 
 def test_the_canonical_topic_exists_before_faust_starts(stack_cfg: Config,

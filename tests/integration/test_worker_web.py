@@ -32,9 +32,9 @@ from workers import (
     wait_for,
 )
 
-from pipeline.config import Config
-from pipeline.model import RawRecord
-from pipeline.workload import Workload, WorkloadSpec
+from pipeline.core.model import RawRecord
+from pipeline.runtime.config import Config
+from pipeline.tooling.workload import Workload, WorkloadSpec
 
 TOKEN = "jobstream-test-token-0123456789abcdef"
 

@@ -32,18 +32,18 @@ from confluent_kafka import (
 from confluent_kafka import TopicPartition as KTP
 from confluent_kafka.admin import AdminClient
 
-from pipeline.anonymize import Anonymizer
-from pipeline.children import config_env
-from pipeline.codec import AvroCodec, raw_to_avro
-from pipeline.config import Config
-from pipeline.enrich import Enricher
-from pipeline.errors import ParseError
+from pipeline.codecs.codec import AvroCodec, raw_to_avro
+from pipeline.codecs.wire import Wire, fit_event
+from pipeline.core.anonymize import Anonymizer
+from pipeline.core.enrich import Enricher
+from pipeline.core.model import JobEvent, RawRecord
 from pipeline.fold import doc_id, fold
-from pipeline.model import JobEvent, RawRecord
-from pipeline.normalize import normalize
-from pipeline.offsets import Positions
-from pipeline.topics import canonical_topic, ensure_topics
-from pipeline.wire import Wire, fit_event
+from pipeline.kafka.positions import Positions
+from pipeline.kafka.topics import canonical_topic, ensure_topics
+from pipeline.parsers.normalize import normalize
+from pipeline.runtime.children import config_env
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ParseError
 
 #: Guard against a hang only: every wait normally ends on its condition long before.
 GUARD_S = 240.0

@@ -59,7 +59,7 @@ from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 from offline_path import Outcome, run_isolated, run_path
 
-from pipeline.model import RawRecord
+from pipeline.core.model import RawRecord
 from pipeline.parsers import parse_record
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -955,7 +955,7 @@ def test_received_at_is_validated_like_every_other_time(fmt: str) -> None:
             accepted.append(f"{received_at!r} ({out.states} state(s))")
     if accepted:
         pytest.fail(f"{fmt} {base.name}: RawRecord.received_at accepted as "
-                    f"{', '.join(accepted)} [pipeline/admission.py]", pytrace=False)
+                    f"{', '.join(accepted)} [pipeline/core/admission.py]", pytrace=False)
 
 
 # --------------------------------------------------------------------------- repros
@@ -1067,14 +1067,14 @@ REPROS: dict[str, Repro] = {
         Repro("flux-journal", make=_events("exception", 3_000)),
     "state budget: squeue restart_cnt 5,000 (one requeue event per restart)":
         Repro("slurm-squeue", 0, ("jobs", 0, "restart_cnt"), 5_000, linear=True),
-    # a host list is compressed: 18 characters name 100,000 hosts (pipeline.hostlist's cap),
+    # a host list is compressed: 18 characters name 100,000 hosts (pipeline.core.hostlist's cap),
     # so its cost is bounded by the cap, not linear in the record
     # (test_a_host_list_at_the_cap_costs_a_bounded_amount)
     "state budget: Flux R nodelist of 100,000 hosts from 18 chars":
         Repro("flux-journal", 0, ("R", "execution", "nodelist", 0), "n[0-99][0-99][0-9]"),
     "state budget: jobcomp qos of 100,000 2-byte chars (in every event of the record)":
         Repro("slurm-jobcomp", 6, ("qos",), "\u00e9" * 100_000),
-    # pipeline/hostlist.py (MAX_HOSTS counts hosts): memory and time not linear
+    # pipeline/core/hostlist.py (MAX_HOSTS counts hosts): memory and time not linear
     "linear: jobcomp nodes n[0-999][0-999] (a million names from 15 chars)":
         Repro("slurm-jobcomp", 2, ("nodes",), "n[0-999][0-999]", linear=True),
 }

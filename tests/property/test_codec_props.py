@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.codec import AvroCodec, registry_client
-from pipeline.errors import ParseError
-from pipeline.schemas import SCHEMA_NAMES, load_schema
+from pipeline.codecs.codec import AvroCodec, registry_client
+from pipeline.codecs.schemas import SCHEMA_NAMES, load_schema
+from pipeline.runtime.errors import ParseError
 
 LONG = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 PRIMITIVES: dict[str, st.SearchStrategy[Any]] = {

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from surrogates import holds_surrogate, text_holds_surrogate
 
-from pipeline.errors import ParseError
-from pipeline.fluid import decode_jobid, dothex_decode, dothex_encode, f58_decode, f58_encode
-from pipeline.model import FACT_FIELDS, JobEvent, make_event_id
+from pipeline.core.fluid import decode_jobid, dothex_decode, dothex_encode, f58_decode, f58_encode
+from pipeline.core.model import FACT_FIELDS, JobEvent, make_event_id
 from pipeline.parsers.flux import parse_eventlog_record, parse_journal_response
+from pipeline.runtime.errors import ParseError
 
 REAL_RECORDS = [json.loads(line) for name in ("real-0.88-journal-backlog.jsonl",
                                               "real-0.88-journal-live.jsonl")

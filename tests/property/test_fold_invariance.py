@@ -15,8 +15,8 @@ import pytest
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
+from pipeline.core.model import RESULTS, JobEvent, make_event_id
 from pipeline.fold import JobFold, doc_id, fold
-from pipeline.model import RESULTS, JobEvent, make_event_id
 
 T0 = 1_700_000_000.0
 LATER = T0 + 10**6  # far enough for a reused Slurm job id

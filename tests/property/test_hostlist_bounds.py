@@ -14,7 +14,7 @@ import tracemalloc
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pipeline.hostlist import expand_hostlist
+from pipeline.core.hostlist import expand_hostlist
 
 MAX_HOSTS = 2_000
 MAX_CHARS = 40_000

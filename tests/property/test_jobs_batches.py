@@ -24,16 +24,16 @@ from hypothesis import strategies as st
 
 from agents.jobs import ActiveJobs, JobsStage, job_partition
 from agents.states import JobStates, decode_state
-from pipeline.anonymize import Anonymizer
-from pipeline.codec import AvroCodec, raw_to_avro
-from pipeline.config import Config
-from pipeline.enrich import Enricher
+from pipeline.codecs.codec import AvroCodec, raw_to_avro
+from pipeline.codecs.wire import Wire, fit_event
+from pipeline.core.anonymize import Anonymizer
+from pipeline.core.enrich import Enricher
+from pipeline.core.model import RawRecord
 from pipeline.fold import JobFold, doc_id, fold
-from pipeline.model import RawRecord
-from pipeline.normalize import normalize
-from pipeline.topics import canonical_topic
-from pipeline.wire import Wire, fit_event
-from pipeline.workload import Workload, WorkloadSpec
+from pipeline.kafka.topics import canonical_topic
+from pipeline.parsers.normalize import normalize
+from pipeline.runtime.config import Config
+from pipeline.tooling.workload import Workload, WorkloadSpec
 
 CFG = Config()
 PARTITIONS = CFG.kafka.partitions

@@ -18,8 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from surrogates import holds_surrogate, text_holds_surrogate
 
-from pipeline.errors import ParseError
-from pipeline.model import CANONICAL_EVENTS, FACT_FIELDS, JobEvent
+from pipeline.core.model import CANONICAL_EVENTS, FACT_FIELDS, JobEvent
 from pipeline.parsers.slurm import (
     parse_hook,
     parse_jobcomp,
@@ -27,6 +26,7 @@ from pipeline.parsers.slurm import (
     parse_squeue,
     parse_submit_plugin,
 )
+from pipeline.runtime.errors import ParseError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 

@@ -1,4 +1,4 @@
-"""The stream's admission policy (pipeline.admission) through the normalize stage: far-future
+"""The stream's admission policy (pipeline.core.admission) through the normalize stage: far-future
 timestamps and too-deep contexts are refused with their reason; unknown event names, events
 of unknown jobs and old times are admitted."""
 
@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from pipeline.admission import FUTURE_TOLERANCE_S, MAX_CONTEXT_DEPTH, MAX_EPOCH_S
-from pipeline.errors import ParseError
+from pipeline.core.admission import FUTURE_TOLERANCE_S, MAX_CONTEXT_DEPTH, MAX_EPOCH_S
+from pipeline.core.model import RawRecord
 from pipeline.fold import fold
-from pipeline.model import RawRecord
-from pipeline.normalize import normalize
+from pipeline.parsers.normalize import normalize
+from pipeline.runtime.errors import ParseError
 
 T = 1_780_000_000.0
 SUBMIT = {"name": "submit", "context": {"userid": 1001, "urgency": 16, "flags": 0,
@@ -92,8 +92,8 @@ def test_a_far_future_slurm_end_is_refused() -> None:
 
 def test_a_slurm_eligible_time_to_come_is_admitted() -> None:
     """``sbatch --begin``: a pending job's eligible time is a plan, not a fact."""
-    from pipeline.admission import admit
-    from pipeline.model import JobEvent
+    from pipeline.core.admission import admit
+    from pipeline.core.model import JobEvent
     ev = JobEvent(cluster="c", scheduler="slurm", job_id="7", event="eligible",
                   timestamp=T + 7 * 86400, source="slurm-squeue", event_id="x")
     admit(RawRecord(cluster="c", scheduler="slurm", format="slurm-squeue", received_at=T,

@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
+from agents.canonical import RecentIds
 from agents.jobs import ActiveJobs, topic_partitions
-from agents.normalize import RecentIds
 from agents.states import JobStates, decode_state, encode_state
 from agents.watchdog import PartitionProgress, stalled
-from pipeline.config import Config
+from pipeline.codecs.wire import encode_canonical
+from pipeline.core.model import JobEvent
+from pipeline.core.snapshots import JobSummary, summarize
 from pipeline.fold import JobFold
-from pipeline.model import JobEvent
-from pipeline.snapshots import JobSummary, summarize
-from pipeline.topics import RAW_MAX_MESSAGE_BYTES, topic_specs
-from pipeline.wire import encode_canonical
+from pipeline.kafka.topics import RAW_MAX_MESSAGE_BYTES, topic_specs
+from pipeline.runtime.config import Config
 
 LIVE = JobEvent(cluster="c", scheduler="flux", job_id="1", event="validate", timestamp=2.0,
                 source="flux-journal", event_id="v1")
@@ -37,8 +37,8 @@ def test_recent_ids_drop_only_exact_copies() -> None:
 def test_a_bad_raw_record_is_rejected_with_its_reason_and_where_it_was_read() -> None:
     from types import SimpleNamespace
 
-    from agents.normalize import Rejected, canonical_events, dlq_headers
-    from pipeline.wire import Wire
+    from agents.canonical import Rejected, canonical_events, dlq_headers
+    from pipeline.codecs.wire import Wire
 
     wire = Wire(Config())
     with pytest.raises(Rejected) as bad:
@@ -249,10 +249,10 @@ Sent = list[tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]] | Non
 def stage_of(sent: Sent, acked: list[int], states: JobStates | None = None) -> Any:
     """A jobs stage over outputs that keep what is sent, without Kafka."""
     from agents.jobs import JobsStage
-    from pipeline.anonymize import Anonymizer
-    from pipeline.enrich import Enricher
-    from pipeline.topics import canonical_topic
-    from pipeline.wire import Wire
+    from pipeline.codecs.wire import Wire
+    from pipeline.core.anonymize import Anonymizer
+    from pipeline.core.enrich import Enricher
+    from pipeline.kafka.topics import canonical_topic
 
     cfg = Config()
     canonical = canonical_topic(cfg.worker.app_id)
@@ -346,7 +346,7 @@ def test_an_event_that_cannot_be_emitted_goes_to_the_dlq_and_its_neighbours_go_o
 
 
 def decode_state_value(value: bytes | None) -> dict[str, object]:
-    from pipeline.codec import AvroCodec
+    from pipeline.codecs.codec import AvroCodec
 
     assert value is not None
     return AvroCodec("JobState").decode(value)
@@ -354,7 +354,7 @@ def decode_state_value(value: bytes | None) -> dict[str, object]:
 
 def died_twice_at(path: Any, coord: Any) -> Any:
     """A crash guard as two runs left it that each died while handling ``coord``."""
-    from pipeline.crashguard import CrashGuard
+    from pipeline.runtime.crashguard import CrashGuard
 
     for _ in range(2):
         guard = CrashGuard(path)
@@ -367,7 +367,7 @@ def test_a_record_the_worker_died_on_twice_goes_to_the_dlq_unhandled(tmp_path: A
     """Whatever kills the worker while it handles a record (the OOM killer, a crash in C)
     would kill it again after every restart: the third run dead-letters the record as
     it came and goes on."""
-    from pipeline.topics import canonical_topic
+    from pipeline.kafka.topics import canonical_topic
 
     cfg = Config()
     canonical = canonical_topic(cfg.worker.app_id)

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from pipeline.anonymize import Anonymizer, strip_private
-from pipeline.errors import ConfigError
+from pipeline.core.anonymize import Anonymizer, strip_private
+from pipeline.runtime.errors import ConfigError
 
 KEY = b"0123456789abcdef-site-key"
 

@@ -16,11 +16,11 @@ from fastavro.schema import parse_schema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.avro_reader import compile_reader, read_long
-from pipeline.avro_writer import Unsupported, write_long
-from pipeline.codec import AvroCodec
-from pipeline.errors import ParseError
-from pipeline.schemas import SCHEMA_NAMES, fingerprint, load_schema
+from pipeline.codecs.avro_reader import compile_reader, read_long
+from pipeline.codecs.avro_writer import Unsupported, write_long
+from pipeline.codecs.codec import AvroCodec
+from pipeline.codecs.schemas import SCHEMA_NAMES, fingerprint, load_schema
+from pipeline.runtime.errors import ParseError
 
 SCHEMAS = {name: load_schema(name).current for name in SCHEMA_NAMES} | {"Other": OTHER_TYPES}
 

@@ -15,10 +15,10 @@ from fastavro.schema import parse_schema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.avro_writer import Unsupported, compile_writer
-from pipeline.codec import AvroCodec
-from pipeline.errors import ParseError
-from pipeline.schemas import SCHEMA_NAMES, SchemaVersions, load_schema
+from pipeline.codecs.avro_writer import Unsupported, compile_writer
+from pipeline.codecs.codec import AvroCodec
+from pipeline.codecs.schemas import SCHEMA_NAMES, SchemaVersions, load_schema
+from pipeline.runtime.errors import ParseError
 
 
 def _fastavro(schema: Mapping[str, Any], datum: Mapping[str, Any]) -> bytes:

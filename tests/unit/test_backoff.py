@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from pipeline.backoff import Backoff
+from pipeline.runtime.backoff import Backoff
 
 
 def test_doubles_up_to_the_maximum_and_starts_again_after_a_reset() -> None:

@@ -9,14 +9,14 @@ import time
 
 import pytest
 
-from pipeline.bench import tracked
-from pipeline.bench.feed import build_feed, workload_spec
-from pipeline.bench.flow import _quantile, check_documents, sampled
-from pipeline.bench.memos import memo_feed
-from pipeline.bench.procs import jit_threads_cpu_s
-from pipeline.bench.report import FIGURES
-from pipeline.bench.run import BenchOptions, _figures
 from pipeline.fold import doc_id
+from pipeline.tooling.bench import tracked
+from pipeline.tooling.bench.feed import build_feed, workload_spec
+from pipeline.tooling.bench.flow import _quantile, check_documents, sampled
+from pipeline.tooling.bench.memos import memo_feed
+from pipeline.tooling.bench.report import FIGURES
+from pipeline.tooling.bench.rss import jit_threads_cpu_s
+from pipeline.tooling.bench.run import BenchOptions, _figures
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +136,8 @@ def test_the_memo_feed_is_one_job_s_memos_then_the_other_jobs() -> None:
 
 
 def test_the_jobs_stage_alone_folds_every_job_and_says_what_it_cost(feed) -> None:
-    from pipeline.bench.stage import stage_cost
-    from pipeline.config import Config
+    from pipeline.runtime.config import Config
+    from pipeline.tooling.bench.stage import stage_cost
 
     cost = stage_cost(Config(), feed)
     assert cost.wrong == 0

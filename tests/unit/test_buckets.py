@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.buckets import duration_bucket, gpu_bucket, size_bucket
+from pipeline.core.buckets import duration_bucket, gpu_bucket, size_bucket
 
 
 @pytest.mark.parametrize(("cores", "label"), [

@@ -16,7 +16,7 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.schema import parse_schema
 from fastavro.utils import generate_many
 
-from pipeline.codec import (
+from pipeline.codecs.codec import (
     AvroCodec,
     codecs_from_config,
     event_from_avro,
@@ -25,10 +25,10 @@ from pipeline.codec import (
     raw_to_avro,
     registry_client,
 )
-from pipeline.config import Config
-from pipeline.errors import ParseError, ServiceError
-from pipeline.model import JobEvent, RawRecord
-from pipeline.schemas import SCHEMA_NAMES, fingerprint, load_schema, schema_dir
+from pipeline.codecs.schemas import SCHEMA_NAMES, fingerprint, load_schema, schema_dir
+from pipeline.core.model import JobEvent, RawRecord
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ParseError, ServiceError
 
 SAMPLES: dict[str, dict[str, Any]] = {
     "RawRecord": {

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
-from pipeline.config import Config, Secret, load_config, read_properties
-from pipeline.errors import ConfigError
+from pipeline.runtime.config import Config, Secret, load_config, read_properties
+from pipeline.runtime.errors import ConfigError
 
 TOML = """
 cluster = "tioga"

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from pipeline.crashguard import CrashGuard, Death, GuardBusyError
+from pipeline.runtime.crashguard import CrashGuard, Death, GuardBusyError
 
 CHILD = textwrap.dedent("""
     import json, os, signal, sys
-    from pipeline.crashguard import CrashGuard
+    from pipeline.runtime.crashguard import CrashGuard
 
     path, how, coord, *others = sys.argv[1:]
     guard = CrashGuard(path, threshold=2)

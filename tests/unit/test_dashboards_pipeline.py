@@ -1,4 +1,4 @@
-"""The "jobstream pipeline" dashboard: Prometheus panels over the metrics pipeline.metrics
+"""The "jobstream pipeline" dashboard: Prometheus panels over the metrics pipeline.runtime.metrics
 defines, provisioned beside the Elasticsearch ones, and left alone by ``dashboards check``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from prometheus_client import REGISTRY
 
-import pipeline.metrics  # noqa: F401 - registers the jobstream metrics
+import pipeline.runtime.metrics  # noqa: F401 - registers the jobstream metrics
 from pipeline.dashboards import health, render
 from pipeline.dashboards.check import Checker, Status
 from pipeline.dashboards.datasources import PROMETHEUS

@@ -7,14 +7,14 @@ import click
 import pytest
 from rich.console import Console
 
-from pipeline.children import config_env
-from pipeline.config import Config, load_config
-from pipeline.demo import DemoOptions, parse_clusters
-from pipeline.demo_view import LiveFigures, final_report, live_view
-from pipeline.offsets import group_lag
-from pipeline.readback import JobCounts
-from pipeline.replay import advanced, reached, replay_config
-from pipeline.verify import Comparison
+from pipeline.kafka.positions import group_lag
+from pipeline.replay.readback import JobCounts
+from pipeline.replay.runner import advanced, reached, replay_config
+from pipeline.runtime.children import config_env
+from pipeline.runtime.config import Config, load_config
+from pipeline.tooling.demo import DemoOptions, parse_clusters
+from pipeline.tooling.demo_view import LiveFigures, final_report, live_view
+from pipeline.tooling.verify import Comparison
 
 
 def test_parse_clusters() -> None:
@@ -106,7 +106,7 @@ def test_final_report_compares_counts_with_the_truth() -> None:
 
 def test_the_demo_waits_for_the_records_after_the_jobs_are_done() -> None:
     # sacct's usage comes after the end: all jobs done is not yet the final index
-    from pipeline.demo import Monitor
+    from pipeline.tooling.demo import Monitor
 
     monitor = object.__new__(Monitor)
     monitor.ids = ["c:1", "c:2"]

@@ -15,7 +15,7 @@ from datafiles import in_ci
 
 from pipeline.cli import main
 from pipeline.deploy import UNITS, UnitFile, find_executable, render, shipped_units, write_units
-from pipeline.errors import ConfigError, SpoolError
+from pipeline.runtime.errors import ConfigError, SpoolError
 
 USERS = {"jobstream": "svc-js", "slurm": "slurmadm", "flux": "fluxown"}
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import ParseError
 from pipeline.parsers import parse_record
 from pipeline.parsers.duplicates import check_duplicate_keys
+from pipeline.runtime.errors import ParseError
 
 SUBMIT = ('{"timestamp":1780000000.0,"name":"submit",'
           '"context":{"userid":1001,"urgency":16,"flags":0,"version":1}}')

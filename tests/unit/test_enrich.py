@@ -1,6 +1,6 @@
 import pytest
 
-from pipeline.enrich import Enricher
+from pipeline.core.enrich import Enricher
 
 
 def write(tmp_path, name, text):

@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 from datafiles import vector
 
-from pipeline.errors import ParseError
-from pipeline.fluid import decode_jobid, dothex_decode, dothex_encode, f58_decode, f58_encode
-from pipeline.hostlist import expand_hostlist
-from pipeline.model import FACT_FIELDS, JobEvent
+from pipeline.core.fluid import decode_jobid, dothex_decode, dothex_encode, f58_decode, f58_encode
+from pipeline.core.hostlist import expand_hostlist
+from pipeline.core.model import FACT_FIELDS, JobEvent
 from pipeline.parsers import parse_record
 from pipeline.parsers.flux import (
     build_eventlog_record,
@@ -27,6 +26,7 @@ from pipeline.parsers.jobspec import (
     redact_update_context,
 )
 from pipeline.parsers.resources import R_facts
+from pipeline.runtime.errors import ParseError
 
 CLUSTER = "testc"
 

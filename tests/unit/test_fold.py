@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from datafiles import vector
 
+from pipeline.codecs.schemas import load_schema
+from pipeline.core.hostlist import expand_hostlist
+from pipeline.core.model import JobEvent, make_event_id
 from pipeline.fold import DOC_FIELDS, JobFold, doc_id, fold
-from pipeline.hostlist import expand_hostlist
-from pipeline.model import JobEvent, make_event_id
 from pipeline.parsers import parse_record, split_records
-from pipeline.schemas import load_schema
 
 T0 = 1_795_000_000.0
 

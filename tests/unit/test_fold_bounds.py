@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_fold import T0, ev, exc, flux_life, one
 
+from pipeline.core.model import JobEvent
 from pipeline.fold import (
     FOLD_CONTEXT,
     KEEP_PER_WINDOW,
@@ -22,7 +23,6 @@ from pipeline.fold import (
     StateTooLarge,
     fold,
 )
-from pipeline.model import JobEvent
 
 #: a job state's budget in the worker (worker.max_state_bytes' default)
 BUDGET = 512 * 1024

@@ -11,8 +11,8 @@ from click.testing import CliRunner, Result
 from datafiles import vector
 
 from pipeline.cli import main
+from pipeline.core.model import JobEvent
 from pipeline.fold import DOC_FIELDS, doc_id
-from pipeline.model import JobEvent
 
 JOBCOMP = vector("slurm", "jobcomp_22.05_sample.jsonl")
 

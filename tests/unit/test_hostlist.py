@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.hostlist import expand_hostlist, expand_idset
+from pipeline.core.hostlist import expand_hostlist, expand_idset
 
 
 @pytest.mark.parametrize("text,hosts", [

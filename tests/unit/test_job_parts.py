@@ -18,11 +18,11 @@ import pytest
 from click.testing import CliRunner
 from datafiles import vector
 
-from pipeline.codec import AvroCodec, raw_to_avro
-from pipeline.config import Config
-from pipeline.errors import ParseError
-from pipeline.model import RawRecord
-from pipeline.normalize import normalize
+from pipeline.codecs.codec import AvroCodec, raw_to_avro
+from pipeline.core.model import RawRecord
+from pipeline.parsers.normalize import normalize
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ParseError
 
 SQUEUE = json.loads(vector("slurm", "squeue_running_22.05.json").read_text())
 SACCT = json.loads(vector("slurm", "sacct_25.11.json").read_text())
@@ -101,7 +101,7 @@ def test_a_bad_document_is_still_refused_whole() -> None:
 ])
 def test_normalize_parts_takes_the_good_jobs_and_sets_the_bad_one_aside(
         doc: dict[str, Any], fmt: str, victim: int, reason: str) -> None:
-    from pipeline.normalize import normalize_parts
+    from pipeline.parsers.normalize import normalize_parts
 
     good = [j for i, j in enumerate(doc["jobs"]) if i != victim]
     events, rejected = normalize_parts(raw(doc, fmt))
@@ -120,7 +120,7 @@ def test_normalize_stays_all_or_nothing() -> None:
 
 
 def test_a_record_none_of_whose_jobs_is_good_is_refused_whole() -> None:
-    from pipeline.normalize import normalize_parts
+    from pipeline.parsers.normalize import normalize_parts
 
     doc = {**SQUEUE, "jobs": [{**j, "nodes": "n["} for j in SQUEUE["jobs"][:2]]}
     with pytest.raises(ParseError) as err:
@@ -129,8 +129,8 @@ def test_a_record_none_of_whose_jobs_is_good_is_refused_whole() -> None:
 
 
 def test_the_workers_canonical_events_carry_the_rejected_parts() -> None:
-    from agents.normalize import canonical_events
-    from pipeline.wire import Wire
+    from agents.canonical import canonical_events
+    from pipeline.codecs.wire import Wire
 
     value = AvroCodec("RawRecord").encode(raw_to_avro(raw(BAD_NODES)))
     events, rejected = canonical_events(Wire(Config()), value, 100_000)
@@ -158,10 +158,10 @@ class _Outputs:
 def _stage(cfg: Config) -> tuple[Any, _Outputs]:
     from agents.jobs import ActiveJobs, JobsStage
     from agents.states import JobStates
-    from pipeline.anonymize import Anonymizer
-    from pipeline.enrich import Enricher
-    from pipeline.topics import canonical_topic
-    from pipeline.wire import Wire
+    from pipeline.codecs.wire import Wire
+    from pipeline.core.anonymize import Anonymizer
+    from pipeline.core.enrich import Enricher
+    from pipeline.kafka.topics import canonical_topic
 
     consumer = SimpleNamespace(topic_partitions=lambda topic: cfg.kafka.partitions)
     worker = SimpleNamespace(
@@ -177,7 +177,7 @@ def _stage(cfg: Config) -> tuple[Any, _Outputs]:
 
 
 def test_the_jobs_stage_dead_letters_the_bad_job_and_folds_its_neighbours() -> None:
-    from pipeline.metrics import DLQ_RECORDS
+    from pipeline.runtime.metrics import DLQ_RECORDS
 
     cfg = Config()
     stage, outputs = _stage(cfg)
@@ -204,7 +204,7 @@ def test_the_jobs_stage_dead_letters_the_bad_job_and_folds_its_neighbours() -> N
 
 def test_jobstream_parse_prints_the_good_jobs_and_the_bad_job_as_an_error(
         tmp_path: Path) -> None:
-    from pipeline.fold_cli import parse
+    from pipeline.tooling.fold_cli import parse
 
     path = tmp_path / "squeue.json"
     path.write_text(json.dumps(BAD_NODES))

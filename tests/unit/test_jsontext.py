@@ -1,4 +1,4 @@
-"""pipeline.jsontext: orjson's compact JSON reads back as the standard library's did, and
+"""pipeline.core.jsontext: orjson's compact JSON reads back as the standard library's did, and
 what orjson refuses is still written."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.jsontext import canonical, dumps, dumps_text
+from pipeline.core.jsontext import canonical, dumps, dumps_text
 
 _stdlib = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 

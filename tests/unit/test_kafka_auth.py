@@ -1,4 +1,4 @@
-"""The worker's Kafka security from the librdkafka properties file (pipeline.kafka_auth)."""
+"""The worker's Kafka security from the librdkafka properties file (pipeline.kafka.auth)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import faust
 import pytest
 
-from pipeline.config import Config
-from pipeline.errors import ConfigError
-from pipeline.kafka_auth import faust_credentials, kafka_auth, ssl_context
+from pipeline.kafka.auth import faust_credentials, kafka_auth, ssl_context
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ConfigError
 
 CA = ssl.get_default_verify_paths().cafile or ""
 

@@ -1,10 +1,10 @@
-"""The filter that holds back aiokafka's repeated messages (pipeline.logrepeat)."""
+"""The filter that holds back aiokafka's repeated messages (pipeline.runtime.logrepeat)."""
 
 from __future__ import annotations
 
 import logging
 
-from pipeline.logrepeat import RepeatFilter
+from pipeline.runtime.logrepeat import RepeatFilter
 
 
 class Clock:

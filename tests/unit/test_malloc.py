@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(
 # from the heap. glibc raises its threshold to a freed mapped block's size by default.
 _PROBE = """
 import ctypes, sys
-from pipeline.malloc import map_large_blocks
+from pipeline.runtime.malloc import map_large_blocks
 if sys.argv[1] == "set":
     map_large_blocks()
 libc = ctypes.CDLL(None)

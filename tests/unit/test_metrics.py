@@ -1,4 +1,4 @@
-"""pipeline.metrics: the server and its guard, and the helpers that keep metrics honest."""
+"""pipeline.runtime.metrics: the server and its guard, and the helpers that keep metrics honest."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from pipeline import metrics
-from pipeline.config import Config, Secret
-from pipeline.errors import ConfigError
-from pipeline.spool import Spool
+from pipeline.edges.spool import Spool
+from pipeline.runtime import metrics
+from pipeline.runtime.config import Config, Secret
+from pipeline.runtime.errors import ConfigError
 
 
 def scrape(port: int, token: str | None = None) -> str:

@@ -1,4 +1,4 @@
-"""The guards of jobstream's listeners (pipeline.netguard, agents.web.WebAccess) and the
+"""The guards of jobstream's listeners (pipeline.runtime.netguard, agents.web.WebAccess) and the
 secrets they read: what counts as loopback, owner-only secret files and directories,
 bearer and basic credentials, allow-lists, one log line per refused source; and that
 ``config show`` names the token file but never shows a secret."""
@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 from agents.web import WebAccess, advertised_host, faust_web_settings
 from pipeline.cli import main
-from pipeline.config import Config, Secret
-from pipeline.errors import ConfigError, ServiceError
-from pipeline.netguard import (
+from pipeline.runtime.config import Config, Secret
+from pipeline.runtime.errors import ConfigError, ServiceError
+from pipeline.runtime.netguard import (
     AllowList,
     BasicAuth,
     RefusalLog,

@@ -7,8 +7,8 @@ from concurrent.futures import Future
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from pipeline import offsets
-from pipeline.errors import ServiceError
+from pipeline.kafka import positions as offsets
+from pipeline.runtime.errors import ServiceError
 
 
 def _failing(code: int) -> Future[object]:

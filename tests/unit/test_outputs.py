@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from agents.outputs import Outputs
-from pipeline.config import Config
+from pipeline.runtime.config import Config
 
 
 class Message:

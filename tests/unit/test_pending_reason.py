@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from datafiles import vector
 
+from pipeline.core.model import JobEvent, make_event_id
 from pipeline.fold import fold
-from pipeline.model import JobEvent, make_event_id
 from pipeline.parsers import parse_record, split_records
 from pipeline.parsers.slurm_json import parse_squeue
 

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from datafiles import vector
 
-from pipeline import publish
-from pipeline.codec import AvroCodec, raw_from_avro
-from pipeline.config import Config
-from pipeline.model import JobEvent
-from pipeline.publish import SourceRecord, publish_records
+from pipeline.codecs.codec import AvroCodec, raw_from_avro
+from pipeline.core.model import JobEvent
+from pipeline.edges import publish
+from pipeline.edges.publish import SourceRecord, publish_records
+from pipeline.runtime.config import Config
 
 CFG = Config().replace(cluster="c")
 JOBCOMP = vector("slurm", "jobcomp_22.05_sample.jsonl").read_text().splitlines()
@@ -117,7 +117,7 @@ def test_a_document_of_bad_jobs_only_goes_to_the_dlq_whole(sent: None) -> None:
 def test_a_record_over_kafka_s_size_is_refused_as_too_large_not_a_traceback() -> None:
     """librdkafka refuses a record over ``message.max.bytes`` as it is produced (no broker
     involved): publish reports it as a bad record, and the DLQ record goes without it."""
-    from pipeline.errors import ParseError
+    from pipeline.runtime.errors import ParseError
 
     sender = publish._Sender(CFG.replace(kafka={"bootstrap": "127.0.0.1:9"}))
     with pytest.raises(ParseError) as too_large:
@@ -131,7 +131,7 @@ def test_a_record_over_kafka_s_size_is_refused_as_too_large_not_a_traceback() ->
 def test_publish_dead_letters_a_record_too_large_for_kafka(sent: None,
                                                            monkeypatch: pytest.MonkeyPatch
                                                            ) -> None:
-    from pipeline.errors import ParseError
+    from pipeline.runtime.errors import ParseError
 
     def refuse(self: FakeSender, topic: str, value: bytes | None, key: str | None,
                headers: list[tuple[str, bytes]] | None = None) -> None:

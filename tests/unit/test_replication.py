@@ -12,9 +12,9 @@ import pytest
 from confluent_kafka import KafkaException
 
 from agents.app import create_app, internal_topics
-from pipeline.config import Config
-from pipeline.errors import ConfigError
-from pipeline.topics import _resolve, replication_from, topic_warnings
+from pipeline.kafka.topics import _resolve, replication_from, topic_warnings
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ConfigError
 
 CLUSTER = {"default.replication.factor": "3", "min.insync.replicas": "1"}
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import ParseError
-from pipeline.model import RawRecord
-from pipeline.normalize import normalize
+from pipeline.core.model import RawRecord
 from pipeline.parsers.jobspec import jobspec_facts
+from pipeline.parsers.normalize import normalize
 from pipeline.parsers.resources import R_facts
+from pipeline.runtime.errors import ParseError
 
 T = 1_780_000_000.0
 BIG = 2**64 - 1

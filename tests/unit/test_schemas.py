@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from fastavro.schema import to_parsing_canonical_form
 
-from pipeline.errors import JobstreamError
-from pipeline.schemas import SCHEMA_NAMES, fingerprint, load_schema, schema_dir
+from pipeline.codecs.schemas import SCHEMA_NAMES, fingerprint, load_schema, schema_dir
+from pipeline.runtime.errors import JobstreamError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from datafiles import vector
 
-from pipeline.errors import ParseError
-from pipeline.model import CANONICAL_EVENTS, FACT_FIELDS, RESULTS, JobEvent, make_event_id
+from pipeline.core.model import CANONICAL_EVENTS, FACT_FIELDS, RESULTS, JobEvent, make_event_id
 from pipeline.parsers import parse_record, split_records
 from pipeline.parsers.slurm import parse_hook, parse_jobcomp, parse_sacct, parse_squeue
 from pipeline.parsers.slurm_common import decode_json, slurm_int
+from pipeline.runtime.errors import ParseError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 T = 1795312702.0  # 2026-11-22T01:58:22Z, submit time of the vector jobs

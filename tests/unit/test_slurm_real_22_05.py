@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import ParseError
+from pipeline.core.model import JobEvent
 from pipeline.fold import fold
-from pipeline.model import JobEvent
 from pipeline.parsers import parse_record, split_records
+from pipeline.runtime.errors import ParseError
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "slurm" / "real-22.05"
 MANIFEST: dict[str, Any] = json.loads((REAL / "manifest.json").read_text())

@@ -22,8 +22,8 @@ from typing import Any, NamedTuple
 import pytest
 from datafiles import vector
 
+from pipeline.core.model import JobEvent
 from pipeline.fold import fold
-from pipeline.model import JobEvent
 from pipeline.parsers import parse_record, split_records
 
 CLUSTER = "kafkatest"

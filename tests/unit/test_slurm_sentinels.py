@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from datafiles import vector
 
-from pipeline.model import JobEvent
+from pipeline.core.model import JobEvent
 from pipeline.parsers import parse_record
 from pipeline.parsers.slurm_common import slurm_int
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import ParseError
 from pipeline.fold import fold
 from pipeline.parsers import FORMATS, parse_record, split_records
+from pipeline.runtime.errors import ParseError
 
 T0 = 1780000000
 

@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.snapshots import UNKNOWN_REASON, JobSummary, build_snapshots, summarize
+from pipeline.core.snapshots import UNKNOWN_REASON, JobSummary, build_snapshots, summarize
 
 
 def doc(state, queue="batch", **kw):

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import Config
-from pipeline.errors import ConfigError, SpoolError
-from pipeline.spool import Drainer, Spool, producer_config, spool_stats
+from pipeline.edges.spool import Drainer, Spool, producer_config, spool_stats
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ConfigError, SpoolError
 
 
 def test_append_returns_increasing_seqs_and_read_gives_spool_order(tmp_path: Path) -> None:
@@ -50,7 +50,7 @@ def test_meta_survives_reopen(tmp_path: Path) -> None:
 
 _WRITER = textwrap.dedent("""
     import sys
-    from pipeline.spool import Spool
+    from pipeline.edges.spool import Spool
     spool = Spool(sys.argv[1], topic="t")
     n = 0
     while True:

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.children import free_port_block
 from pipeline.cli import main
-from pipeline.config import Config
-from pipeline.errors import ConfigError, ServiceError
-from pipeline.stack import StackInfo, broker_address, kafka_nodes, status
-from pipeline.stack.java import Jdk
-from pipeline.stack.kafka import KafkaService, render_properties, replication, voter_ids
+from pipeline.runtime.children import free_port_block
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ConfigError, ServiceError
+from pipeline.tooling.stack import StackInfo, broker_address, kafka_nodes, status
+from pipeline.tooling.stack.java import Jdk
+from pipeline.tooling.stack.kafka import KafkaService, render_properties, replication, voter_ids
 
 JDKS = [Jdk(17, Path("/j17"))]
 

@@ -14,14 +14,14 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
-from pipeline.config import Config
-from pipeline.errors import ServiceError
-from pipeline.stack import status
-from pipeline.stack.elasticsearch import ES8_DEFAULT, ES9_DEFAULT, ElasticsearchService
-from pipeline.stack.java import Jdk, find_jdks, inspect_jdk, pick_jdk, require_mvn
-from pipeline.stack.kafka import KafkaService
-from pipeline.stack.procs import owned_process, port_taken, tail, wait_gone
-from pipeline.stack.ui import Reporter
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ServiceError
+from pipeline.tooling.stack import status
+from pipeline.tooling.stack.elasticsearch import ES8_DEFAULT, ES9_DEFAULT, ElasticsearchService
+from pipeline.tooling.stack.java import Jdk, find_jdks, inspect_jdk, pick_jdk, require_mvn
+from pipeline.tooling.stack.kafka import KafkaService
+from pipeline.tooling.stack.procs import owned_process, port_taken, tail, wait_gone
+from pipeline.tooling.stack.ui import Reporter
 
 
 def fake_jdk(root: Path, name: str, version: str) -> Path:

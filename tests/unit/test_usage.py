@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from datafiles import vector
 
+from pipeline.core.model import JobEvent, make_event_id
 from pipeline.fold import fold
-from pipeline.model import JobEvent, make_event_id
 from pipeline.parsers import parse_record
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from pipeline.errors import ParseError
-from pipeline.model import JobEvent
-from pipeline.wire import decode_canonical, encode_canonical, fit_event
+from pipeline.codecs.wire import decode_canonical, encode_canonical, fit_event
+from pipeline.core.model import JobEvent
+from pipeline.runtime.errors import ParseError
 
 
 def submit(jobspec_bytes: int = 0, R_bytes: int = 0, context_bytes: int = 0) -> JobEvent:

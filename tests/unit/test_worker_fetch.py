@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from agents.app import create_app
-from pipeline.config import Config
+from pipeline.runtime.config import Config
 
 
 def test_the_worker_consumer_fetches_as_configured(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agents.app import create_app
-from pipeline.config import Config
+from pipeline.runtime.config import Config
 
 
 def test_create_app_makes_the_parents_of_a_new_store_dir(tmp_path: Path) -> None:

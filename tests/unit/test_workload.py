@@ -8,11 +8,11 @@ from collections import Counter
 
 import pytest
 
+from pipeline.core.model import RawRecord
 from pipeline.fold import fold
-from pipeline.model import RawRecord
-from pipeline.normalize import normalize
-from pipeline.verify import compare
-from pipeline.workload import Workload, WorkloadSpec
+from pipeline.parsers.normalize import normalize
+from pipeline.tooling.verify import compare
+from pipeline.tooling.workload import Workload, WorkloadSpec
 
 START = 1_795_000_000.0
 

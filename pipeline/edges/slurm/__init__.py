@@ -22,13 +22,13 @@ import logging
 import threading
 from typing import Protocol
 
-from pipeline.config import Config
 from pipeline.edges.base import EdgeRuntime
 from pipeline.edges.slurm.bridge import JobcompKafkaBridge
 from pipeline.edges.slurm.hooks import DropDirIngester, HookListener, hook_paths
 from pipeline.edges.slurm.poller import SlurmPoller
 from pipeline.edges.slurm.receiver import JobcompReceiver
 from pipeline.edges.slurm.submit import SubmitSpoolIngester, submit_spool_path
+from pipeline.runtime.config import Config
 
 __all__ = ["SlurmEdge"]
 

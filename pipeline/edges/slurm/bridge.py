@@ -18,10 +18,10 @@ import threading
 import time
 from typing import Any
 
-from pipeline.config import Config
+from pipeline.core.model import RawRecord
 from pipeline.edges.base import EdgeRuntime, record_key
-from pipeline.errors import ConfigError, JobstreamError
-from pipeline.model import RawRecord
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ConfigError, JobstreamError
 
 __all__ = ["JOB_START_SUFFIX", "JobcompKafkaBridge", "bridge_topics", "strip_nul"]
 

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from pipeline.edges.base import EdgeRuntime
-from pipeline.errors import JobstreamError
+from pipeline.runtime.errors import JobstreamError
 
 __all__ = ["DirectoryIngester"]
 

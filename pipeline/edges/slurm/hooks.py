@@ -25,14 +25,14 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from pipeline.config import Config
+from pipeline.core.model import RawRecord
 from pipeline.edges.base import EdgeRuntime, record_key
 from pipeline.edges.slurm.directory import DirectoryIngester
-from pipeline.errors import ConfigError, JobstreamError, ServiceError
-from pipeline.files import write_whole
-from pipeline.model import RawRecord
-from pipeline.netguard import ensure_private_dir
-from pipeline.spool import spool_dir
+from pipeline.edges.spool import spool_dir
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ConfigError, JobstreamError, ServiceError
+from pipeline.runtime.files import write_whole
+from pipeline.runtime.netguard import ensure_private_dir
 
 __all__ = ["DropDirIngester", "HookListener", "LUA_SCRIPTS", "default_interpreter", "hook_paths",
            "hook_script", "install_hook", "install_lua"]

@@ -44,10 +44,10 @@ from typing import IO, Any
 
 import ijson
 
-from pipeline.backoff import Backoff
+from pipeline.core.model import RawRecord
 from pipeline.edges.base import EdgeRuntime, record_key
-from pipeline.errors import JobstreamError
-from pipeline.model import RawRecord
+from pipeline.runtime.backoff import Backoff
+from pipeline.runtime.errors import JobstreamError
 
 __all__ = ["CHUNK", "PollError", "SlurmPoller", "iter_jobs", "top_level"]
 

@@ -32,11 +32,11 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
-from pipeline.config import SlurmEdgeConfig
+from pipeline.core.model import RawRecord
 from pipeline.edges.base import EdgeRuntime, record_key
-from pipeline.errors import ConfigError, JobstreamError
-from pipeline.model import RawRecord
-from pipeline.netguard import AllowList, BasicAuth, RefusalLog, is_loopback
+from pipeline.runtime.config import SlurmEdgeConfig
+from pipeline.runtime.errors import ConfigError, JobstreamError
+from pipeline.runtime.netguard import AllowList, BasicAuth, RefusalLog, is_loopback
 
 __all__ = ["JobcompReceiver", "ReceiverGuard"]
 
@@ -257,7 +257,7 @@ class JobcompReceiver:
         try:
             self._server = _Server((self.host, self._port), self.runtime, self.guard)
         except OSError as exc:
-            from pipeline.errors import ServiceError
+            from pipeline.runtime.errors import ServiceError
             raise ServiceError(f"jobcomp receiver cannot listen on {self.host}:{self._port}: "
                                f"{exc.strerror}; set edge.slurm.receiver_port") from exc
         self._thread = threading.Thread(target=self._server.serve_forever,

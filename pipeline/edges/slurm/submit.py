@@ -29,13 +29,13 @@ import re
 import time
 from pathlib import Path
 
-from pipeline.config import Config
+from pipeline.core.model import RawRecord
 from pipeline.edges.base import EdgeRuntime, record_key
 from pipeline.edges.slurm.directory import DirectoryIngester
 from pipeline.edges.slurm.hooks import give_to_hook_user
-from pipeline.errors import ServiceError
-from pipeline.model import RawRecord
-from pipeline.spool import spool_dir
+from pipeline.edges.spool import spool_dir
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ServiceError
 
 __all__ = ["CTLD_FILE", "SubmitSpoolIngester", "submit_spool_path"]
 

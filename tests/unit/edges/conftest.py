@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.codec import AvroCodec, raw_from_avro
-from pipeline.config import Config
+from pipeline.codecs.codec import AvroCodec, raw_from_avro
+from pipeline.core.model import RawRecord
 from pipeline.edges.base import EdgeRuntime
-from pipeline.model import RawRecord
-from pipeline.spool import Spool
+from pipeline.edges.spool import Spool
+from pipeline.runtime.config import Config
 
 
 def closed_port() -> int:

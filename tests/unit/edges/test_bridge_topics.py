@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.children import config_env
-from pipeline.config import Config, load_config
 from pipeline.edges.base import EdgeRuntime
 from pipeline.edges.slurm import SlurmEdge
 from pipeline.edges.slurm.bridge import METADATA_REFRESH_MS, JobcompKafkaBridge, bridge_topics
-from pipeline.errors import ConfigError
+from pipeline.runtime.children import config_env
+from pipeline.runtime.config import Config, load_config
+from pipeline.runtime.errors import ConfigError
 
 
 def slurm(cfg: Config, **keys: object) -> Config:

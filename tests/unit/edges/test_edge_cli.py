@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.children import config_env
 from pipeline.cli import main
-from pipeline.config import Config
-from pipeline.spool import Spool
+from pipeline.edges.spool import Spool
+from pipeline.runtime.children import config_env
+from pipeline.runtime.config import Config
 
 
 def test_edge_status_shows_depth_and_age(tmp_path: Path) -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from prometheus_client import REGISTRY
 
-from pipeline.config import Config
+from pipeline.core.model import RawRecord
 from pipeline.edges.base import EdgeRuntime
-from pipeline.model import RawRecord
+from pipeline.runtime.config import Config
 
 
 def value(name: str, **labels: str) -> float:

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from datafiles import vector
 
-from pipeline.config import Config
 from pipeline.edges.base import EdgeRuntime
 from pipeline.edges.flux import (
     SINCE_META,
@@ -18,7 +17,8 @@ from pipeline.edges.flux import (
     RecordedJournalSource,
     Watermark,
 )
-from pipeline.errors import ServiceError
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ServiceError
 
 LIVE = vector("flux", "real-0.88-journal-live.jsonl")
 BACKLOG = vector("flux", "real-0.88-journal-backlog.jsonl")
@@ -85,7 +85,7 @@ def test_run_reconnects_after_a_disconnect_and_loses_nothing(edge_cfg: Config, r
     edge.handle = handle  # type: ignore[method-assign]
     edge.run(stop, stop_timeout=0)
     assert src.connections == 2
-    from pipeline.spool import Spool
+    from pipeline.edges.spool import Spool
     with Spool(runtime.spool.path) as spool:
         payloads = [r.payload for _, r in read_spool(spool)]
     responses = [ln for ln in lines(LIVE) if json.loads(ln)["id"] != -1]

@@ -13,7 +13,7 @@ import pytest
 from datafiles import vector
 
 from pipeline.edges.flux import FluxJournalSource, JournalDisconnected
-from pipeline.errors import ServiceError
+from pipeline.runtime.errors import ServiceError
 
 LIVE = vector("flux", "real-0.88-journal-live.jsonl")
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import Config
 from pipeline.edges.base import EdgeRuntime
 from pipeline.edges.slurm import SlurmEdge
-from pipeline.errors import ServiceError
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ServiceError
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import Config
 from pipeline.edges.slurm import SlurmEdge
-from pipeline.errors import ConfigError
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ConfigError
 
 RECORD = b'{"jobid":2,"username":"alice","state":"COMPLETED"}'
 PASSWORD = "receiver-secret-0123456789"

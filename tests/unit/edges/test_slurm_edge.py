@@ -24,7 +24,6 @@ from typing import IO, Any
 import pytest
 from datafiles import vector
 
-from pipeline.config import Config
 from pipeline.edges.base import EdgeRuntime
 from pipeline.edges.slurm import SlurmEdge
 from pipeline.edges.slurm.bridge import strip_nul
@@ -38,8 +37,9 @@ from pipeline.edges.slurm.poller import (
     _DigestWriter,
     top_level,
 )
-from pipeline.errors import SpoolError
-from pipeline.spool import Spool
+from pipeline.edges.spool import Spool
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import SpoolError
 
 SQUEUE = vector("slurm", "squeue_running_22.05.json")
 #: a real 22.05 sacct --json (dbv0.0.38) of the parser tests
@@ -660,7 +660,7 @@ def test_start_failure_on_a_taken_port_is_clear(slurm_cfg: Config) -> None:
         s.bind(("127.0.0.1", 0))
         s.listen(1)
         cfg = slurm_cfg.replace(edge={"slurm": {"receiver_port": s.getsockname()[1]}})
-        from pipeline.errors import ServiceError
+        from pipeline.runtime.errors import ServiceError
         with pytest.raises(ServiceError, match="receiver_port"):
             SlurmEdge(cfg).start()
 

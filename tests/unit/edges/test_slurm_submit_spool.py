@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from datafiles import in_ci
 
-from pipeline.config import Config
 from pipeline.edges.base import EdgeRuntime
 from pipeline.edges.slurm.hooks import install_lua
 from pipeline.edges.slurm.submit import SubmitSpoolIngester
+from pipeline.runtime.config import Config
 
 #: the parts of Slurm's lua API the scripts use; cli_store keeps what pre_submit stored
 STAND_IN = """

@@ -12,9 +12,9 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from pipeline.codec import AvroCodec, codecs_from_config
-from pipeline.config import Config
-from pipeline.crashguard import CrashGuard
+from pipeline.codecs.codec import AvroCodec, codecs_from_config
+from pipeline.runtime.config import Config
+from pipeline.runtime.crashguard import CrashGuard
 from pipeline.sink.runner import SinkRunner, SinkStats
 
 NOV_2026 = 1_794_000_000_000

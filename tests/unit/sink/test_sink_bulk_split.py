@@ -16,7 +16,7 @@ import pytest
 from elastic_transport import ApiResponseMeta, HttpHeaders, NodeConfig
 from elasticsearch import ApiError
 
-from pipeline.errors import SinkError
+from pipeline.runtime.errors import SinkError
 from pipeline.sink.client import BulkClient, Outcome
 from pipeline.sink.converter import Action, Op
 from pipeline.sink.names import Family

@@ -19,7 +19,7 @@ from elastic_transport import ApiResponseMeta, HttpHeaders, NodeConfig
 from elasticsearch import AuthenticationException
 from sink_fakes import Died, Elasticsearch, Stack, job_doc
 
-from pipeline.errors import SinkError
+from pipeline.runtime.errors import SinkError
 from pipeline.sink.runner import SinkStats
 
 POISON = "2"

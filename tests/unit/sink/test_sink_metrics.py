@@ -1,5 +1,5 @@
 """What the sink counts: bulk items by index and Elasticsearch's answer, the requests'
-latency and the retries (pipeline.sink.client), DLQ records (pipeline.dlq), and the offset
+latency and the retries (pipeline.sink.client), DLQ records (pipeline.kafka.dlq), and the offset
 the consumer lag is measured from (pipeline.sink.offsets)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-from pipeline.dlq import report_bad_record
+from pipeline.kafka.dlq import report_bad_record
 from pipeline.sink.client import BulkClient
 from pipeline.sink.converter import Action, Op
 from pipeline.sink.names import Family

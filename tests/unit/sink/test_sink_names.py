@@ -53,7 +53,7 @@ def test_live_template_carries_the_alias_and_a_replay_one_does_not() -> None:
 def test_every_schema_field_has_a_mapping(family: Family, schema: str) -> None:
     # The mappings are strict: a field the agents send that the mapping lacks would send
     # every document to the DLQ.
-    from pipeline.schemas import load_schema
+    from pipeline.codecs.schemas import load_schema
 
     props = family_body(family)["mappings"]["properties"]
     assert load_schema(schema).field_names <= set(props)

@@ -1,0 +1,8 @@
+"""The codecs: Avro schemas, Avro bodies compiled from them, and the wire framing.
+
+What a record on one of jobstream's topics is made of (Confluent or Apicurio framing,
+the schemas under ``schemas/``), and what the worker puts on and takes off Kafka.
+
+May import: ``pipeline.core``, ``pipeline.runtime``. Not Kafka clients, edges, agents,
+sink or dashboards.
+"""

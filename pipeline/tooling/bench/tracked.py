@@ -1,0 +1,319 @@
+"""Memory at N tracked jobs: the producer edges publish N pending jobs, the worker tracks
+them; the resident memory of each process is sampled throughout.
+
+Half the jobs are Flux jobs, played by ``python -m pipeline.edges flux --recorded`` from a
+journal recording (one ``submit`` response per job, jobspec included: the backlog an edge
+sees when it connects to an instance with that many jobs); the other half Slurm jobs,
+polled by ``python -m pipeline.edges slurm`` (poller only) from one ``squeue --json``
+document listing them all pending (what the poller sees on a cluster with that queue).
+The edges run as the lean entry point that sites deploy. The worker (no sink: the figure
+is the worker's) consumes everything; once it has committed every raw and canonical
+partition to its end, its memory and its RocksDB store's size on disk are read.
+
+The jobs come from the synthetic workload, generated in chunks of :data:`CHUNK` jobs (the
+first record of each job only) so that a million jobs never sit in memory at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from confluent_kafka.admin import AdminClient
+from rich.console import Console
+
+from pipeline.kafka.positions import Positions
+from pipeline.kafka.topics import canonical_topic, ensure_topics
+from pipeline.runtime.children import config_env, log_tail
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ServiceError
+from pipeline.tooling.bench.feed import workload_spec
+from pipeline.tooling.bench.rss import RssSampler, flow, mib
+from pipeline.tooling.workload import GeneratedRecord, Workload
+
+__all__ = ["SlurmEdgeResult", "TrackedResult", "pending_jobs", "run_slurm_edge", "run_tracked"]
+
+CHUNK = 10_000
+_POLL_S = 0.5
+#: the edges publishing nothing for this long have failed
+_STALL_S = 120.0
+#: the oldest submit time of the tracked jobs (the workload's ids start on 2026-01-01)
+_SPAN_MAX_S = 90 * 86400
+
+
+@dataclass
+class TrackedResult:
+    jobs: int
+    flux_jobs: int
+    slurm_jobs: int
+    records: int
+    worker_rss_peak_mib: float | None
+    worker_rss_end_mib: float | None
+    store_mib: float
+    flux_edge_rss_peak_mib: float | None
+    slurm_edge_rss_peak_mib: float | None
+    slurm_edge_rss_end_mib: float | None
+    #: squeue document the Slurm edge polled
+    squeue_mib: float
+    seconds: float
+
+
+def pending_jobs(jobs: int, seed: int) -> Iterator[GeneratedRecord]:
+    """The first record (submit: Flux ``submit`` response, Slurm pending ``squeue``) of each
+    of ``jobs`` synthetic jobs with distinct ids, submitted over the ``jobs`` seconds (at
+    most 90 days) before now: a queue that built up (the worker refuses events dated more
+    than a day ahead)."""
+    start = float(int(time.time())) - min(jobs, _SPAN_MAX_S)
+    done = 0
+    chunk_no = 0
+    while done < jobs:
+        n = min(CHUNK, jobs - done)
+        spec = workload_spec(seed + chunk_no, n, 1000.0, 0.05, start=start)
+        first: dict[str, GeneratedRecord] = {}
+        for rec in Workload(spec).records():
+            first.setdefault(rec.key, rec)
+        yield from first.values()
+        done += n
+        chunk_no += 1
+        # Slurm ids grow 10 per second of submit time and Flux ids with the millisecond:
+        # the next chunk starts well after this one's ids
+        start += n
+
+
+def _write_sources(directory: Path, jobs: int, seed: int, *,
+                   flux: bool = True) -> tuple[int, int, int]:
+    """The Flux recording and the squeue document; returns (flux jobs, slurm jobs, bytes
+    of the squeue document). Without ``flux``, only the squeue document, of ``jobs`` Slurm
+    jobs."""
+    directory.mkdir(parents=True, exist_ok=True)
+    flux_jobs = slurm = 0
+    meta: dict[str, Any] | None = None
+    records = pending_jobs(jobs if flux else sys.maxsize, seed)
+    with (directory / "journal.jsonl").open("wb") as journal, \
+            (directory / "squeue-jobs.jsonl").open("wb") as squeue_jobs:
+        for rec in records:
+            if not flux and slurm >= jobs:
+                break
+            if rec.format == "flux-journal":
+                if flux:
+                    journal.write(rec.payload + b"\n")
+                    flux_jobs += 1
+            elif rec.format == "slurm-squeue":
+                doc = json.loads(rec.payload)
+                meta = meta or {k: v for k, v in doc.items() if k != "jobs"}
+                for job in doc["jobs"]:
+                    squeue_jobs.write((b",\n" if slurm else b"")
+                                      + json.dumps(job, separators=(",", ":")).encode())
+                slurm += 1
+    # one squeue --json document with every pending job, copied (500,000 jobs are 284 MiB)
+    squeue = directory / "squeue.json"
+    with squeue.open("wb") as out, (directory / "squeue-jobs.jsonl").open("rb") as body:
+        head = json.dumps({**(meta or {"meta": {}, "errors": []}), "jobs": []},
+                          separators=(",", ":")).encode()
+        out.write(head[:-2])  # without the closing "]}"
+        shutil.copyfileobj(body, out)
+        out.write(b"]}")
+    (directory / "squeue-jobs.jsonl").unlink()
+    (directory / "sacct.json").write_text(json.dumps({**(meta or {}), "jobs": []}))
+    return flux_jobs, slurm, squeue.stat().st_size
+
+
+def _slurm_edge_cfg(cfg: Config, sources: Path, *, timeout: float,
+                    poll_interval_s: float) -> Config:
+    """The Slurm edge polling the squeue document in ``sources`` (poller only)."""
+    return cfg.replace(cluster="bench-slurm", edge={"slurm": {
+        "receiver": False, "hooks": False, "bridge": False, "poller": True,
+        # the poller appends --starttime/--endtime to sacct: sh takes them as $0.. and
+        # cat never sees them
+        "squeue_command": f"sh -c 'cat {sources / 'squeue.json'}' squeue",
+        "sacct_command": f"sh -c 'cat {sources / 'sacct.json'}' sacct",
+        "poll_interval_s": poll_interval_s, "command_timeout_s": timeout}})
+
+
+class _Edge:
+    """``python -m pipeline.edges <args>`` with ``cfg``; output to ``log``."""
+
+    def __init__(self, cfg: Config, args: list[str], log: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JOBSTREAM_")}
+        env.update(config_env(cfg))
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self.log = log
+        self._fh: IO[bytes] = log.open("ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "pipeline.edges", *args], env=env,
+                                     stdin=subprocess.DEVNULL, stdout=self._fh,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._fh.close()
+
+
+@dataclass
+class SlurmEdgeResult:
+    jobs: int
+    #: records the edge published (one per job, all in the first poll)
+    records: int
+    #: polls the edge made: the first publishes every job, the second finds none changed
+    polls: int
+    rss_peak_mib: float | None
+    rss_end_mib: float | None
+    squeue_mib: float
+    seconds: float
+
+
+#: what the poller logs (at -v) after each poll
+_POLL_LINE = "slurm poll: "
+
+
+def run_slurm_edge(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float,
+                   console: Console) -> SlurmEdgeResult:
+    """The Slurm edge alone (``python -m pipeline.edges -v slurm``, poller only) polling
+    one ``squeue --json`` of ``jobs`` pending jobs twice: the first poll publishes every
+    job, the second none (unchanged) but holds the last poll's digests beside the new
+    ones. Its RSS is sampled every 100 ms until the second poll ended and Kafka has every
+    record."""
+    sources = Path(cfg.edge.spool_dir).parent / "sources"
+    with console.status(f"slurm-edge: writing a squeue document of {jobs} pending jobs"):
+        _, slurm_jobs, squeue_bytes = _write_sources(sources, jobs, seed, flux=False)
+    ensure_topics(cfg)
+    positions = Positions(AdminClient(cfg.librdkafka()))
+    raw = [cfg.topics.raw]
+    rss = RssSampler(0.1)
+    started = time.monotonic()
+    # the next poll starts a second after the first ended
+    edge = _Edge(_slurm_edge_cfg(cfg, sources, timeout=timeout, poll_interval_s=1.0),
+                 ["-v", "slurm"], logs / "edge-slurm.log")
+    try:
+        rss.watch("slurm", edge.proc.pid)
+        rss.start()
+        deadline = time.monotonic() + timeout
+        with console.status(f"slurm-edge: the edge polls {slurm_jobs} jobs twice"):
+            while True:
+                if edge.proc.poll() is not None:
+                    raise ServiceError(f"the Slurm edge exited:\n{log_tail(edge.log)}")
+                polls = edge.log.read_text(errors="replace").count(_POLL_LINE)
+                published = _ends(positions, raw)
+                if polls >= 2 and published >= slurm_jobs:
+                    break
+                if time.monotonic() > deadline:
+                    raise ServiceError(
+                        f"the Slurm edge made {polls} polls and published {published} of "
+                        f"{slurm_jobs} records in {timeout:.0f} s:\n{log_tail(edge.log, 5)}")
+                time.sleep(_POLL_S)
+        rss.sample()
+        seconds = time.monotonic() - started
+    finally:
+        edge.stop()
+        rss.stop()
+    return SlurmEdgeResult(
+        jobs=slurm_jobs, records=_ends(positions, raw), polls=polls,
+        rss_peak_mib=mib(rss.peak.get("slurm")), rss_end_mib=mib(rss.last.get("slurm")),
+        squeue_mib=round(squeue_bytes / 2**20, 1), seconds=round(seconds, 1))
+
+
+def _store_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float,
+                console: Console) -> TrackedResult:
+    sources = Path(cfg.edge.spool_dir).parent / "sources"
+    with console.status(f"memory: writing {jobs} pending jobs for the edges"):
+        flux_jobs, slurm_jobs, squeue_bytes = _write_sources(sources, jobs, seed)
+    ensure_topics(cfg)
+    positions = Positions(AdminClient(cfg.librdkafka()))
+    raw = [cfg.topics.raw]
+    canonical = [canonical_topic(cfg.worker.app_id)]
+    edge_rss = RssSampler(0.1)
+    started = time.monotonic()
+    with flow(cfg, logs, sink=False) as f:
+        flux_cfg = cfg.replace(cluster="bench-flux")
+        slurm_cfg = _slurm_edge_cfg(cfg, sources, timeout=timeout, poll_interval_s=86400.0)
+        edges = [_Edge(flux_cfg, ["flux", "--recorded", str(sources / "journal.jsonl")],
+                       logs / "edge-flux.log"),
+                 _Edge(slurm_cfg, ["slurm"], logs / "edge-slurm.log")]
+        edge_rss.watch("flux", edges[0].proc.pid)
+        edge_rss.watch("slurm", edges[1].proc.pid)
+        edge_rss.start()
+        try:
+            deadline = time.monotonic() + timeout
+            progress = (0, time.monotonic())
+            with console.status(f"memory: the edges publish {jobs} jobs; the worker tracks "
+                                "them"):
+                while True:
+                    f.check()
+                    if edges[0].proc.poll() not in (None, 0):
+                        raise ServiceError(f"the Flux edge failed:\n{log_tail(edges[0].log)}")
+                    if edges[1].proc.poll() is not None:
+                        raise ServiceError(f"the Slurm edge exited:\n{log_tail(edges[1].log)}")
+                    published = _ends(positions, raw)
+                    if published >= jobs and edges[0].proc.poll() == 0:
+                        break
+                    if published > progress[0]:
+                        progress = (published, time.monotonic())
+                    if time.monotonic() > min(deadline, progress[1] + _STALL_S):
+                        raise ServiceError(
+                            f"the edges published {published} of {jobs} records (logs: "
+                            f"{edges[0].log}, {edges[1].log}):\n{log_tail(edges[1].log, 5)}")
+                    time.sleep(_POLL_S)
+                edge_rss.sample()
+                for edge in edges:
+                    edge.stop()
+                edge_rss.stop()
+                while not _caught_up(positions, cfg.worker.app_id, raw + canonical):
+                    f.check()
+                    if time.monotonic() > deadline:
+                        raise ServiceError(f"the worker did not catch up within {timeout:.0f} s")
+                    time.sleep(_POLL_S)
+                refused = _ends(positions, [cfg.topics.dlq])
+                if refused:
+                    raise ServiceError(
+                        f"the worker sent {refused} of the jobs' records to the DLQ: it does "
+                        f"not track {jobs} jobs (log: {f.workers[0].log})")
+            f.rss.sample()
+            seconds = time.monotonic() - started
+            worker_peak, worker_end = f.rss.peak.get("worker-0"), f.rss.last.get("worker-0")
+        finally:
+            for edge in edges:
+                edge.stop()
+            edge_rss.stop()
+        store = _store_bytes(Path(cfg.worker.store_dir))
+    return TrackedResult(
+        jobs=jobs, flux_jobs=flux_jobs, slurm_jobs=slurm_jobs,
+        records=_ends(positions, raw), worker_rss_peak_mib=mib(worker_peak),
+        worker_rss_end_mib=mib(worker_end), store_mib=round(store / 2**20, 1),
+        flux_edge_rss_peak_mib=mib(edge_rss.peak.get("flux")),
+        slurm_edge_rss_peak_mib=mib(edge_rss.peak.get("slurm")),
+        slurm_edge_rss_end_mib=mib(edge_rss.last.get("slurm")),
+        squeue_mib=round(squeue_bytes / 2**20, 1), seconds=seconds)
+
+
+def _ends(positions: Positions, topics: list[str]) -> int:
+    try:
+        return sum(positions.ends(topics).values())
+    except ServiceError:
+        return 0  # a topic just created has no leader for a moment
+
+
+def _caught_up(positions: Positions, group: str, topics: list[str]) -> bool:
+    try:
+        ends = positions.ends(topics)
+        committed = positions.committed(group, list(ends))
+    except ServiceError:
+        return False  # as above
+    return all(committed.get(tp, -1) >= end for tp, end in ends.items() if end > 0)

@@ -1,0 +1,562 @@
+"""A synthetic but realistic cluster workload, seeded, with its own ground truth.
+
+It produces the raw records real sources send — Flux job-manager journal responses (one
+event per response, jobspec on ``submit``, R on ``alloc``), and for Slurm a pending
+``squeue --json`` document at submission, PrologSlurmctld/EpilogSlurmctld environments and
+the jobcomp record at the end — for a mix of queues, banks, users, job sizes, waits and
+outcomes (completed, failed, timeouts, cancellations pending and running, node failures,
+out-of-memory, exceptions), in time order. ``truth`` says what every job's document must
+end up as; the demo, the benchmark and the end-to-end tests check the index against it.
+
+Jobs wait for a mix of reasons (``pending_reason``): Slurm jobs are polled pending with
+Priority, Resources, Dependency or JobHeldUser, and a job that waits long enough is
+polled again half-way with the next reason along its way (held or dependent -> Priority,
+Priority -> Resources); some Flux jobs are submitted held (urgency 0) or with a
+dependency, released half-way through their wait. The truth's ``pending_reason`` is what a
+final document can be checked for: the last reason of a job cancelled while pending (Flux:
+``held`` or ``dependency`` when never released, else ``resources``), None for every job
+that ran. The reasons come from their own random stream, so a seed's jobs, times and
+outcomes are the same as before reasons were added.
+
+Slurm jobs that ran are reported by accounting after their end too: a ``sacct --json``
+document (data_parser v0.0.44, Slurm 25.11) whose steps carry usage (user and system CPU
+times, MaxRSS in ``tres.requested.max``, ``gres/gpuutil`` in ``tres.requested.average``
+for most GPU jobs) drawn for a usage profile (``USAGE_PROFILES``: efficient, idle, memory
+heavy; out-of-memory jobs near their memory). The truth has the ``cpu_eff_pct``,
+``mem_max_pct`` and ``gpu_util_pct`` those steps give (None where there is no usage:
+Flux, jobs that never ran, GPU jobs without gpuutil accounting). Usage comes from its own
+random stream as well: the jobs themselves are unchanged.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pipeline.core.fluid import f58_encode
+from pipeline.core.model import job_key
+
+__all__ = ["GeneratedRecord", "Workload", "WorkloadSpec"]
+
+USERS = [("alice", 1001, "physics"), ("bob", 1002, "chem"), ("carol", 1003, "bio"),
+         ("dave", 1004, "physics"), ("erin", 1005, "climate"), ("frank", 1006, "chem"),
+         ("grace", 1007, "bio"), ("heidi", 1008, "climate")]
+FLUX_QUEUES = {"batch": 24, "debug": 8}
+SLURM_PARTITIONS = {"short": 16, "long": 32, "gpu": 8}
+CORES_PER_NODE = 32
+GPUS_PER_NODE = 4
+
+#: Job ids grow with submit time from this instant (2026-01-01 UTC), as a real scheduler's
+#: do, so that runs of the generator on one stack never reuse a job id: a reused id would
+#: fold into the earlier job's state (Flux) or become a new incarnation of it (Slurm).
+ID_EPOCH = 1_767_225_600
+#: Slurm ids handed out per second of submit time (more jobs in a second take the next ids)
+SLURM_IDS_PER_S = 10
+
+#: outcome -> weight. On Flux, node_fail and oom are fatal exceptions of those types (the
+#: fold refines flux-core's "failed" by them), and "exception" an exec exception (failed).
+OUTCOMES = {"completed": 62, "failed": 12, "timeout": 5, "cancelled_pending": 5,
+            "cancelled_running": 5, "node_fail": 3, "oom": 4, "exception": 4}
+
+#: Slurm state_reason at a pending job's first poll -> weight, and the reason a second poll
+#: half-way through a long enough wait shows (squeue's usual progression).
+SLURM_REASONS = {"Priority": 45, "Resources": 30, "Dependency": 12, "JobHeldUser": 8,
+                 "QOSMaxJobsPerUserLimit": 5}
+SLURM_NEXT_REASON = {"Priority": "Resources", "Dependency": "Priority",
+                     "JobHeldUser": "Priority", "QOSMaxJobsPerUserLimit": "Priority"}
+#: A second poll only for waits at least this long (seconds, after time_scale)
+SLURM_REPOLL_MIN_WAIT_S = 2.0
+#: How Flux jobs start to wait -> weight: plain, submitted held (urgency 0) or dependent
+FLUX_WAITS = {"plain": 80, "held": 10, "dependency": 10}
+
+#: Usage profile of a Slurm job that ran -> weight, and its (CPU efficiency, peak memory
+#: per node) ranges in percent: busy and right-sized, idle (under 10 % of both: the
+#: "wasted" panels have jobs to show), or using most of its memory.
+USAGE_PROFILES = {"efficient": 55, "idle": 20, "memory_heavy": 25}
+_PROFILE_RANGES = {"efficient": ((60.0, 98.0), (15.0, 60.0)),
+                   "idle": ((0.5, 9.5), (1.0, 9.0)),
+                   "memory_heavy": ((35.0, 90.0), (75.0, 98.0))}
+#: Share of GPU jobs whose steps state gres/gpuutil (the rest: a site without it)
+GPU_UTIL_ACCOUNTED = 0.75
+#: MiB of memory allocated per CPU (the squeue/jobcomp tres_req's mem=<cores x 2000>M)
+MEM_PER_CPU_MB = 2000
+#: seconds after the end at which the sacct poll reports a job
+SACCT_DELAY_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratedRecord:
+    """One raw record, due at ``time`` (epoch seconds)."""
+
+    time: float
+    cluster: str
+    scheduler: str
+    format: str
+    key: str
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    seed: int = 1
+    jobs: int = 200
+    #: mean job arrivals per second (over all clusters)
+    rate: float = 5.0
+    flux_clusters: tuple[str, ...] = ("flux-a",)
+    slurm_clusters: tuple[str, ...] = ("slurm-b",)
+    start: float = field(default_factory=lambda: float(int(time.time())))
+    #: scales every wait and run time (0.1 = ten times faster lives)
+    time_scale: float = 1.0
+
+
+class Workload:
+    """The records and the ground truth of one :class:`WorkloadSpec`."""
+
+    def __init__(self, spec: WorkloadSpec) -> None:
+        self.spec = spec
+        self.truth: dict[str, dict[str, Any]] = {}
+        self._rng = random.Random(spec.seed)
+        # a stream of its own: the main one, and so every seed's jobs, stay as they were
+        self._reasons = random.Random(f"{spec.seed}:pending-reasons")
+        self._usage = random.Random(f"{spec.seed}:usage")
+        self._heap: list[tuple[float, int, int, GeneratedRecord]] = []
+        self._n = 0
+        self._aux = 0
+        self._slurm_ids: dict[str, int] = {}
+        self._build()
+
+    def records(self) -> Iterator[GeneratedRecord]:
+        """Every record, in time order (ties in creation order)."""
+        heap = list(self._heap)
+        heapq.heapify(heap)
+        while heap:
+            yield heapq.heappop(heap)[3]
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    # -- building ---------------------------------------------------------------------
+
+    def _emit(self, rec: GeneratedRecord, *, counted: bool = True) -> None:
+        """``counted=False`` for records added after the original ones (sacct): the
+        count seeds Flux job ids and orders ties, so it must not see them, or every later
+        job of a seed would change."""
+        if counted:
+            self._n += 1
+        else:
+            self._aux += 1
+        self._heap.append((rec.time, self._n, self._aux if not counted else 0, rec))
+
+    def _build(self) -> None:
+        rng, spec = self._rng, self.spec
+        clusters = [("flux", c) for c in spec.flux_clusters] + \
+                   [("slurm", c) for c in spec.slurm_clusters]
+        t = spec.start
+        for i in range(spec.jobs):
+            t += rng.expovariate(spec.rate)
+            scheduler, cluster = clusters[i % len(clusters)]
+            outcome = rng.choices(list(OUTCOMES), weights=list(OUTCOMES.values()))[0]
+            user, uid, bank = rng.choice(USERS)
+            if scheduler == "flux":
+                self._flux_job(cluster, t, outcome, user, uid, bank)
+            else:
+                self._slurm_job(cluster, t, outcome, user, uid, bank)
+
+    def _lifetimes(self, timelimit: float, outcome: str) -> tuple[float, float]:
+        rng, scale = self._rng, self.spec.time_scale
+        wait = rng.choice([rng.uniform(0.5, 5), rng.uniform(5, 60), rng.uniform(60, 600)])
+        run = min(rng.lognormvariate(3.5, 1.0), timelimit * 0.95)
+        if outcome == "timeout":
+            run = timelimit
+        if outcome in ("failed", "node_fail", "oom", "exception"):
+            run = rng.uniform(0.5, 30)
+        return max(wait * scale, 0.2), max(run * scale, 0.2)
+
+    def _size(self, max_nodes: int) -> tuple[int, int, int]:
+        rng = self._rng
+        nodes = rng.choices([1, 1, 1, 2, 4, 8, 16], k=1)[0]
+        nodes = min(nodes, max_nodes)
+        cores = rng.choice([1, 4, 8, CORES_PER_NODE]) if nodes == 1 else nodes * CORES_PER_NODE
+        gpus = 0
+        return nodes, cores, gpus
+
+    # -- Flux ---------------------------------------------------------------------------
+
+    def _flux_job(self, cluster: str, t0: float, outcome: str, user: str, uid: int,
+                  bank: str) -> None:
+        rng = self._rng
+        queue = rng.choice(list(FLUX_QUEUES))
+        nodes, cores, gpus = self._size(FLUX_QUEUES[queue])
+        if queue == "debug" and rng.random() < 0.5:
+            gpus = nodes * rng.choice([1, 2])
+        timelimit = float(rng.choice([60, 300, 900]))
+        wait, run = self._lifetimes(timelimit, outcome)
+        # FLUID: milliseconds since the instance started, above 22 bits of generator/sequence
+        jobid = (int((t0 - ID_EPOCH) * 1000) + 1) << 22 | (self._n & 0x3FFFFF)
+        name = rng.choice(["sim", "train", "analysis", "post", "mpi-run"])
+        per_node_cores = max(cores // nodes, 1)
+        slot_with: list[dict[str, Any]] = [{"type": "core", "count": per_node_cores}]
+        if gpus:
+            slot_with.append({"type": "gpu", "count": gpus // nodes})
+        jobspec = {
+            "resources": [{"type": "node", "count": nodes, "with": [
+                {"type": "slot", "count": 1, "label": "task", "with": slot_with}]}],
+            "tasks": [{"command": [name], "slot": "task", "count": {"per_slot": 1}}],
+            "attributes": {"system": {"duration": timelimit, "cwd": f"/home/{user}/{name}",
+                                      "job": {"name": name}, "queue": queue, "bank": bank}},
+            "version": 1,
+        }
+        cancelled_pending = outcome == "cancelled_pending"
+        ta = t0 + wait
+        events, reason = _flux_pending(t0, ta, uid, jobid, cancelled_pending,
+                                       _pick(self._reasons, FLUX_WAITS))
+        truth: dict[str, Any] = {"cluster": cluster, "scheduler": "flux", "job_id": str(jobid),
+                                 "job_id_f58": f58_encode(jobid), "uid": uid, "bank": bank,
+                                 "queue": queue, "job_name": name, "state": "done",
+                                 "pending_reason": None, **_NO_USAGE}
+        if cancelled_pending:
+            events += [(ta, "exception", {"type": "cancel", "severity": 0, "userid": uid,
+                                          "note": ""}), (ta + 0.01, "clean", None)]
+            truth.update(result="cancelled", cancelled_before_start=True,
+                         pending_reason=reason)
+            self._flux_emit(cluster, jobid, events, jobspec, None, None)
+            self.truth[job_key(cluster, str(jobid))] = truth
+            return
+        first_rank = rng.randrange(0, 64)
+        hosts = [f"{cluster}-n{first_rank + i:03d}" for i in range(nodes)]
+        children: dict[str, str] = {"core": f"0-{per_node_cores - 1}"
+                                    if per_node_cores > 1 else "0"}
+        if gpus:
+            children["gpu"] = "0" if gpus // nodes == 1 else f"0-{gpus // nodes - 1}"
+        ranks = f"{first_rank}-{first_rank + nodes - 1}" if nodes > 1 else str(first_rank)
+        r_v1 = {"version": 1, "execution": {
+            "R_lite": [{"rank": ranks, "children": children}], "starttime": ta,
+            "expiration": ta + timelimit, "nodelist": [_hostlist(hosts)]}}
+        ts = ta + 0.05
+        te = ts + run
+        events += [(ta, "alloc", None), (ta + 0.01, "prolog-start", {"description": "prolog"}),
+                   (ta + 0.04, "prolog-finish", {"description": "prolog", "status": 0}),
+                   (ts, "start", None)]
+        status, result, exit_code = 0, "completed", 0
+        if outcome == "failed":
+            exit_code = rng.choice([1, 2, 3, 127])
+            status, result = exit_code << 8, "failed"
+        elif outcome == "timeout":
+            events.append((te, "exception", {"type": "timeout", "severity": 0,
+                                             "note": "resource allocation expired"}))
+            status, result = 9, "timeout"
+        elif outcome == "cancelled_running":
+            events.append((te, "exception", {"type": "cancel", "severity": 0, "userid": uid,
+                                             "note": ""}))
+            status, result = 15, "cancelled"
+        elif outcome in ("node_fail", "oom", "exception"):
+            kind = {"node_fail": "node-failure", "oom": "oom", "exception": "exec"}[outcome]
+            events.append((te, "exception", {"type": kind, "severity": 0,
+                                             "note": f"{kind} on {hosts[0]}"}))
+            status = 9
+            result = {"node_fail": "node_fail", "oom": "oom", "exception": "failed"}[outcome]
+        events += [(te + 0.01, "finish", {"status": status}),
+                   (te + 0.02, "epilog-start", {"description": "epilog"}),
+                   (te + 0.03, "release", {"ranks": "all", "final": True}),
+                   (te + 0.5, "epilog-finish", {"description": "epilog", "status": 0}),
+                   (te + 0.51, "free", None), (te + 0.52, "clean", None)]
+        truth.update(result=result, nnodes=nodes, ncores=per_node_cores * nodes,
+                     ngpus=gpus, nodelist=hosts, cancelled_before_start=False)
+        if status & 0x7F == 0:
+            truth["exit_code"] = exit_code
+        self._flux_emit(cluster, jobid, events, jobspec, ta, r_v1)
+        self.truth[job_key(cluster, str(jobid))] = truth
+
+    def _flux_emit(self, cluster: str, jobid: int,
+                   events: list[tuple[float, str, dict[str, Any] | None]],
+                   jobspec: dict[str, Any], t_alloc: float | None,
+                   r_v1: dict[str, Any] | None) -> None:
+        for ts, name, context in events:
+            ev: dict[str, Any] = {"timestamp": round(ts, 6), "name": name}
+            if context is not None:
+                ev["context"] = context
+            response: dict[str, Any] = {"id": jobid, "events": [ev]}
+            if name == "submit":
+                response["jobspec"] = jobspec
+            if name == "alloc" and r_v1 is not None:
+                response["R"] = r_v1
+            self._emit(GeneratedRecord(ts, cluster, "flux", "flux-journal",
+                                       job_key(cluster, str(jobid)),
+                                       json.dumps(response, separators=(",", ":")).encode()))
+
+    # -- Slurm --------------------------------------------------------------------------
+
+    def _slurm_job(self, cluster: str, t0: float, outcome: str, user: str, uid: int,
+                   bank: str) -> None:
+        rng = self._rng
+        partition = rng.choice(list(SLURM_PARTITIONS))
+        nodes, cores, gpus = self._size(SLURM_PARTITIONS[partition])
+        if partition == "gpu":
+            gpus = nodes * rng.choice([1, 2, 4])
+        limit_min = rng.choice([1, 5, 15])
+        wait, run = self._lifetimes(limit_min * 60.0, outcome)
+        jobid = max(self._slurm_ids.get(cluster, 0) + 1,
+                    1000 + int((t0 - ID_EPOCH) * SLURM_IDS_PER_S))
+        self._slurm_ids[cluster] = jobid
+        name = rng.choice(["sim", "train", "analysis", "post", "mpi-run"])
+        qos = rng.choice(["normal", "normal", "high"])
+        # Slurm's records have whole seconds
+        t_submit = int(t0)
+        t_start = int(t0 + wait)
+        t_end = max(int(t0 + wait + run), t_start + 1)
+        key = job_key(cluster, str(jobid))
+        first = rng.randrange(0, 64)
+        hosts = [f"{cluster}-c{first + i:03d}" for i in range(nodes)]
+        tres_req = f"cpu={cores},mem={cores * 2000}M,node={nodes},billing={cores}" + \
+                   (f",gres/gpu={gpus}" if gpus else "")
+        truth: dict[str, Any] = {"cluster": cluster, "scheduler": "slurm", "job_id": str(jobid),
+                                 "user": user, "uid": uid, "bank": bank, "queue": partition,
+                                 "qos": qos, "job_name": name, "state": "done",
+                                 "pending_reason": None, **_NO_USAGE}
+        reason = _pick(self._reasons, SLURM_REASONS)
+        polls = [(t_submit, reason)]
+        if wait >= SLURM_REPOLL_MIN_WAIT_S:
+            # squeue polled again half-way, the job one step further along its wait
+            reason = SLURM_NEXT_REASON.get(reason, reason)
+            polls.append((t0 + wait / 2, reason))
+        for t_poll, poll_reason in polls:
+            self._emit(GeneratedRecord(float(t_poll), cluster, "slurm", "slurm-squeue", key,
+                                       _squeue_pending(cluster, jobid, name, user, uid, bank,
+                                                       partition, qos, t_submit, limit_min,
+                                                       nodes, cores, tres_req, poll_reason)))
+        state, exit_code, signal = {
+            "completed": ("COMPLETED", 0, 0), "failed": ("FAILED", rng.choice([1, 2, 3]), 0),
+            "timeout": ("TIMEOUT", 0, 0), "cancelled_pending": ("CANCELLED", 0, 0),
+            "cancelled_running": ("CANCELLED", 0, 15), "node_fail": ("NODE_FAIL", 0, 0),
+            "oom": ("OUT_OF_MEMORY", 0, 9), "exception": ("FAILED", 0, 9),
+        }[outcome]
+        result = {"COMPLETED": "completed", "FAILED": "failed", "TIMEOUT": "timeout",
+                  "CANCELLED": "cancelled", "NODE_FAIL": "node_fail",
+                  "OUT_OF_MEMORY": "oom"}[state]
+        truth.update(result=result, exit_code=exit_code)
+        started = outcome != "cancelled_pending"
+        base_env = {"SLURM_CLUSTER_NAME": cluster, "SLURM_JOB_ID": str(jobid),
+                    "SLURM_JOB_ACCOUNT": bank, "SLURM_JOB_USER": user,
+                    "SLURM_JOB_UID": str(uid), "SLURM_JOB_GID": str(uid),
+                    "SLURM_JOB_GROUP": user, "SLURM_JOB_NAME": name,
+                    "SLURM_JOB_PARTITION": partition, "SLURM_JOB_NODELIST": _hostlist(hosts),
+                    "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_JOB_RESTART_COUNT": "0"}
+        if started:
+            truth.update(nnodes=nodes, ncores=cores, ngpus=gpus, nodelist=hosts,
+                         cancelled_before_start=False)
+            self._emit(GeneratedRecord(float(t_start), cluster, "slurm", "slurm-hook", key,
+                                       _env({**base_env, "SLURM_SCRIPT_CONTEXT":
+                                             "prolog_slurmctld",
+                                             "JOBSTREAM_HOOK_TIME": f"{t_start:.3f}"})))
+            self._emit(GeneratedRecord(float(t_end), cluster, "slurm", "slurm-hook", key,
+                                       _env({**base_env, "SLURM_SCRIPT_CONTEXT":
+                                             "epilog_slurmctld",
+                                             "SLURM_JOB_EXIT_CODE":
+                                             str(exit_code << 8 | signal),
+                                             "SLURM_JOB_EXIT_CODE2": f"{exit_code}:{signal}",
+                                             "JOBSTREAM_HOOK_TIME": f"{t_end:.3f}"})))
+        else:
+            truth.update(cancelled_before_start=True, pending_reason=reason)
+            t_start = t_end = t_submit + max(int(wait), 1)
+        record = {
+            "jobid": jobid, "username": user, "user_id": uid, "groupname": user,
+            "group_id": uid, "@start": _iso(t_start), "@end": _iso(t_end),
+            "elapsed": t_end - t_start if started else 0, "partition": partition,
+            "alloc_node": "login1", "nodes": _hostlist(hosts) if started else "",
+            "total_cpus": cores if started else 0, "total_nodes": nodes if started else 0,
+            "derived_ec": "0:0", "exit_code": f"{exit_code}:{signal}", "state": state,
+            "cpu_hours": cores * (t_end - t_start) / 3600 if started else 0.0,
+            "@submit": _iso(t_submit), "@eligible": _iso(t_submit),
+            "@queue_wait": t_start - t_submit, "work_dir": f"/home/{user}/{name}",
+            "cluster": cluster, "qos": qos, "time_limit": limit_min * 60, "job_name": name,
+            "tres_req": tres_req, "account": bank,
+            "script": f"#!/bin/bash\nsrun {name}\n",
+        }
+        if started:
+            record["tres_alloc"] = f"cpu={cores},node={nodes},billing={cores}" + \
+                                   (f",gres/gpu={gpus}" if gpus else "")
+        self._emit(GeneratedRecord(float(t_end) + 0.5, cluster, "slurm", "slurm-jobcomp", key,
+                                   json.dumps(record, separators=(",", ":")).encode()))
+        if started:
+            job = {"job_id": jobid, "cluster": cluster, "name": name, "user": user,
+                   "group": user, "account": bank, "partition": partition, "qos": qos,
+                   "working_directory": f"/home/{user}/{name}", "nodes": _hostlist(hosts),
+                   "allocation_nodes": nodes, "restart_cnt": 0, "state": state,
+                   "exit_code": (exit_code, signal), "limit_min": limit_min,
+                   "times": (t_submit, t_start, t_end), "cores": cores, "gpus": gpus}
+            payload, usage = self._sacct(job, outcome)
+            truth.update(usage)
+            self._emit(GeneratedRecord(float(t_end) + SACCT_DELAY_S, cluster, "slurm",
+                                       "slurm-sacct", key, payload), counted=False)
+        self.truth[key] = truth
+
+    def _sacct(self, job: dict[str, Any], outcome: str) -> tuple[bytes, dict[str, Any]]:
+        """The sacct document of a Slurm job that ran, and the usage figures its steps
+        give (what parse_sacct computes from them, so the truth is exact up to float
+        rounding)."""
+        rng = self._usage
+        profile = "memory_heavy" if outcome == "oom" else _pick(rng, USAGE_PROFILES)
+        (cpu_lo, cpu_hi), (mem_lo, mem_hi) = _PROFILE_RANGES[profile]
+        if outcome == "oom":
+            mem_lo, mem_hi = 96.0, 100.0
+        t_submit, t_start, t_end = job["times"]
+        elapsed, cores, gpus, nodes = t_end - t_start, job["cores"], job["gpus"], \
+            job["allocation_nodes"]
+        # CPU microseconds over all steps, split between the batch step (a little) and
+        # the srun step (the rest), each into user and system time
+        cpu_us = round(rng.uniform(cpu_lo, cpu_hi) / 100 * elapsed * cores * 1e6)
+        batch_us = cpu_us // 50
+        mem_node_mb = cores * MEM_PER_CPU_MB / nodes
+        rss = int(rng.uniform(mem_lo, mem_hi) / 100 * mem_node_mb * 2**20)
+        gpu_util = round(rng.uniform(*((0.0, 9.0) if profile == "idle" else (40.0, 98.0))))
+        gpu_accounted = bool(gpus) and rng.random() < GPU_UTIL_ACCOUNTED
+        steps = [_sacct_step(f"{job['job_id']}.batch", "batch", elapsed, batch_us,
+                             rss // 8, None),
+                 _sacct_step(f"{job['job_id']}.0", job["name"], elapsed, cpu_us - batch_us,
+                             rss, gpu_util if gpu_accounted else None)]
+        code, sig = job["exit_code"]
+        alloc = [_tres("cpu", cores, 1), _tres("mem", cores * MEM_PER_CPU_MB, 2),
+                 _tres("node", nodes, 4), _tres("billing", cores, 5)]
+        if gpus:
+            alloc.append({"type": "gres", "name": "gpu", "id": 1001, "count": gpus})
+        record = {
+            "job_id": job["job_id"], "cluster": job["cluster"], "name": job["name"],
+            "user": job["user"], "group": job["group"], "account": job["account"],
+            "partition": job["partition"], "qos": job["qos"],
+            "working_directory": job["working_directory"], "nodes": job["nodes"],
+            "allocation_nodes": nodes, "restart_cnt": 0,
+            "array": {"job_id": 0, "task_id": _number(None), "task": ""},
+            "het": {"job_id": 0, "job_offset": _number(None)},
+            "state": {"current": [job["state"]], "reason": "None"},
+            "exit_code": {"status": ["SIGNALED" if sig else "SUCCESS" if code == 0
+                                     else "ERROR"],
+                          "return_code": _number(code), "signal": {"id": _number(sig or None),
+                                                                   "name": ""}},
+            "time": {"elapsed": elapsed, "submission": t_submit, "eligible": t_submit,
+                     "start": t_start, "end": t_end, "suspended": 0,
+                     "limit": _number(job["limit_min"])},
+            "required": {"CPUs": cores, "memory_per_cpu": _number(MEM_PER_CPU_MB),
+                         "memory_per_node": _number(None)},
+            "tres": {"allocated": alloc, "requested": alloc},
+            "steps": steps,
+        }
+        doc = {"meta": {"plugin": {"type": "", "name": "",
+                                   "data_parser": "data_parser/v0.0.44",
+                                   "accounting_storage": "accounting_storage/slurmdbd"},
+                        "slurm": {"version": {"major": "25", "micro": "7", "minor": "11"},
+                                  "release": "25.11.7", "cluster": job["cluster"]}},
+               "jobs": [record], "warnings": [], "errors": []}
+        usage = {"cpu_eff_pct": 100.0 * (cpu_us / 1e6) / (elapsed * cores),
+                 "mem_max_pct": 100.0 * (rss / 2**20) / mem_node_mb,
+                 "gpu_util_pct": float(gpu_util) if gpu_accounted else None}
+        return json.dumps(doc, separators=(",", ":")).encode(), usage
+
+
+#: The usage of a job without any (Flux; a Slurm job that never ran)
+_NO_USAGE: dict[str, Any] = {"cpu_eff_pct": None, "mem_max_pct": None, "gpu_util_pct": None}
+
+
+def _number(value: int | None) -> dict[str, Any]:
+    """Slurm's ``{set, infinite, number}`` integer (unset for None)."""
+    return {"set": value is not None, "infinite": False, "number": value or 0}
+
+
+def _tres(kind: str, count: int, tres_id: int) -> dict[str, Any]:
+    return {"type": kind, "name": "", "id": tres_id, "count": count}
+
+
+def _sacct_step(step_id: str, name: str, elapsed: int, cpu_us: int, rss_bytes: int,
+                gpu_util: int | None) -> dict[str, Any]:
+    """One step of a sacct record: its CPU time (90 % user, 10 % system), its MaxRSS and,
+    where accounted, its mean GPU utilisation."""
+    user_us = cpu_us * 9 // 10
+    system_us = cpu_us - user_us
+    average = [{"type": "gres", "name": "gpuutil", "id": 1002, "count": gpu_util}] \
+        if gpu_util is not None else []
+    return {
+        "time": {"elapsed": elapsed,
+                 "user": {"seconds": user_us // 10**6, "microseconds": user_us % 10**6},
+                 "system": {"seconds": system_us // 10**6,
+                            "microseconds": system_us % 10**6}},
+        "step": {"id": step_id, "name": name}, "state": ["COMPLETED"],
+        "tres": {"requested": {"max": [_tres("mem", rss_bytes, 2)], "min": [],
+                               "average": average, "total": []}},
+    }
+
+
+def _pick(rng: random.Random, weights: dict[str, int]) -> str:
+    return rng.choices(list(weights), weights=list(weights.values()))[0]
+
+
+def _flux_pending(t0: float, ta: float, uid: int, jobid: int, cancelled: bool, how: str
+                  ) -> tuple[list[tuple[float, str, dict[str, Any] | None]], str]:
+    """The RFC 21 events of a Flux job's wait from ``t0`` until ``ta`` (its alloc, or its
+    cancel), and the reason it waits for at ``ta``. A held or dependent job is released
+    half-way, unless it is cancelled: then it waits held, or for its dependency, to the end.
+    """
+    submit = {"userid": uid, "urgency": 0 if how == "held" else 16, "flags": 0, "version": 1}
+    events: list[tuple[float, str, dict[str, Any] | None]] = [(t0, "submit", submit)]
+    release = t0 + (ta - t0) / 2
+    if how == "dependency":
+        # on a job submitted just before (the id is only a description to the fold)
+        dep = {"description": f"after-success={f58_encode(jobid - (1 << 22))}"}
+        events += [(t0 + 0.005, "dependency-add", dep), (t0 + 0.01, "validate", None)]
+        if cancelled:
+            return events, "dependency"
+        events += [(release, "dependency-remove", dep), (release + 0.01, "depend", None),
+                   (release + 0.02, "priority", {"priority": 16})]
+        return events, "resources"
+    events += [(t0 + 0.01, "validate", None), (t0 + 0.02, "depend", None)]
+    if how == "held":
+        events.append((t0 + 0.03, "priority", {"priority": 0}))
+        if cancelled:
+            return events, "held"
+        events += [(release, "urgency", {"userid": uid, "urgency": 16}),
+                   (release + 0.01, "priority", {"priority": 16})]
+        return events, "resources"
+    events.append((t0 + 0.03, "priority", {"priority": 16}))
+    return events, "resources"
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _env(env: dict[str, str]) -> bytes:
+    return "".join(f"{k}={v}\n" for k, v in sorted(env.items())).encode()
+
+
+def _hostlist(hosts: list[str]) -> str:
+    """A compact Slurm/RFC 29 host list of consecutive ``<prefix><NNN>`` names."""
+    if len(hosts) == 1:
+        return hosts[0]
+    prefix = hosts[0][:-3]
+    return f"{prefix}[{hosts[0][-3:]}-{hosts[-1][-3:]}]"
+
+
+def _squeue_pending(cluster: str, jobid: int, name: str, user: str, uid: int, bank: str,
+                    partition: str, qos: str, t_submit: int, limit_min: int, nodes: int,
+                    cores: int, tres_req: str, reason: str) -> bytes:
+    """A ``squeue --json`` (data_parser v0.0.38, Slurm 22.05) document with one pending job
+    waiting for ``reason``."""
+    job = {
+        "account": bank, "array_job_id": 0, "array_task_id": None, "array_task_string": "",
+        "cluster": cluster, "cpus": cores, "eligible_time": t_submit, "end_time": 0,
+        "exit_code": 0, "group_id": uid, "group_name": user, "job_id": jobid,
+        "job_state": "PENDING", "name": name, "nodes": "", "node_count": nodes,
+        "partition": partition, "qos": qos, "restart_cnt": 0, "start_time": 0,
+        "state_reason": reason, "submit_time": t_submit, "time_limit": limit_min,
+        "tres_req_str": tres_req, "user_id": uid, "user_name": user, "het_job_id": 0,
+        "het_job_offset": 0, "current_working_directory": f"/home/{user}/{name}",
+    }
+    doc = {"meta": {"plugin": {"type": "openapi/v0.0.38", "name": "Slurm OpenAPI v0.0.38"},
+                    "Slurm": {"version": {"major": 22, "micro": 8, "minor": 5},
+                              "release": "22.05.8"}},
+           "errors": [], "jobs": [job]}
+    return json.dumps(doc, separators=(",", ":")).encode()
