@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import logging
 import socket
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import faust
 
+from agents import faust_patches
+from agents.context import WorkerContext
 from agents.outputs import Outputs
 from agents.table import JobsTable
 from pipeline.codecs.wire import Wire
@@ -31,7 +31,7 @@ from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ConfigError
 from pipeline.runtime.logrepeat import RepeatFilter
 
-__all__ = ["STORE_OPTIONS", "Runner", "Worker", "create_app", "internal_topics"]
+__all__ = ["STORE_OPTIONS", "Runner", "create_app", "internal_topics"]
 
 #: Each partition of the jobs table has a RocksDB of its own, each with these buffers:
 #: Faust's defaults (2 GiB block cache, 3 x 64 MiB memtables) let a worker grow by ~1.5 KiB
@@ -41,28 +41,9 @@ STORE_OPTIONS = {"block_cache_size": 8 * 1024 * 1024, "write_buffer_size": 8 * 1
                  "max_write_buffer_number": 2}
 
 
-@dataclass
-class Worker:
-    """The app with the topics, table and stage objects its agents share."""
-
-    cfg: Config
-    app: faust.App
-    name: str
-    raw: Any
-    canonical: Any
-    jobs: Any
-    outputs: Outputs
-    anonymizer: Anonymizer
-    enricher: Enricher
-    wire: Wire
-
-
-class Runner(faust.Worker):
+class Runner(faust_patches.Worker):
     """Faust's worker, with a log a person can read while the broker is away: aiokafka
     logs every reconnect attempt, thousands a second (:mod:`pipeline.runtime.logrepeat`)."""
-
-    def _repr_name(self) -> str:
-        return "Worker"  # the name its log lines carry, as Faust's own
 
     def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
         super().on_setup_root_logger(logger, level)
@@ -76,14 +57,14 @@ def _broker_urls(bootstrap: str) -> list[str]:
 
 
 def create_app(cfg: Config, *, name: str | None = None,
-               replication: Replication | None = None) -> Worker:
+               replication: Replication | None = None) -> WorkerContext:
     """Build the worker's Faust app from ``cfg`` and register its agents, table and timers.
 
     ``replication`` is what :func:`pipeline.kafka.topics.resolve_replication` found: Faust
     creates its internal topics with a number of replicas, not the broker's default, so
     without a configured ``kafka.replication_factor`` the cluster's must be read first.
     """
-    from agents import delivery, faust_gaps, fetch, jobs, watchdog  # they register themselves
+    from agents import jobs, watchdog  # they register themselves
     from agents.web import JobQuery, WebAccess, faust_web_settings
 
     if replication is None:
@@ -92,8 +73,6 @@ def create_app(cfg: Config, *, name: str | None = None,
                               "worker needs the cluster's number, from "
                               "pipeline.kafka.topics.resolve_replication")
         replication = replication_from(cfg, {})
-    faust_gaps.apply()
-    delivery.apply()
     access = WebAccess.from_config(cfg)  # before anything: a missing token stops here
 
     store_dir = cfg.worker.store_dir or str(Path(cfg.stack.cache_dir) / "worker-store")
@@ -127,7 +106,8 @@ def create_app(cfg: Config, *, name: str | None = None,
         # heartbeats well inside the session timeout (faust's default is 3 s)
         broker_heartbeat_interval=min(3.0, cfg.worker.session_timeout_s / 4),
     )
-    fetch.apply(app, cfg.worker.fetch_min_bytes, cfg.worker.fetch_max_wait_ms)
+    faust_patches.install(app, fetch_min_bytes=cfg.worker.fetch_min_bytes,
+                          fetch_max_wait_ms=cfg.worker.fetch_max_wait_ms)
     raw_topic = app.topic(cfg.topics.raw, key_serializer="raw", value_serializer="raw")
     # min.insync.replicas, when configured, on every internal topic Faust may create
     topic_config = replication.topic_config()
@@ -143,7 +123,7 @@ def create_app(cfg: Config, *, name: str | None = None,
         app, outputs=outputs, name="jobs", default=None, partitions=cfg.kafka.partitions,
         key_type=bytes, value_type=bytes, extra_topic_configs=topic_config,
         options=dict(STORE_OPTIONS)))
-    worker = Worker(
+    worker = WorkerContext(
         cfg=cfg, app=app, name=worker_name, raw=raw_topic, canonical=canonical, jobs=table,
         outputs=outputs,
         anonymizer=Anonymizer.from_config(cfg.anonymize.fields, cfg.anonymize.key_file),
@@ -158,7 +138,7 @@ def create_app(cfg: Config, *, name: str | None = None,
     return worker
 
 
-def internal_topics(worker: Worker) -> tuple[dict[str, dict[str, str]], dict[str, int]]:
+def internal_topics(worker: WorkerContext) -> tuple[dict[str, dict[str, str]], dict[str, int]]:
     """Faust's internal topics of ``worker`` for :func:`pipeline.kafka.topics.ensure_topics`:
     name -> topic configs (as Faust would create them), and the partitions of those whose
     count is not ``kafka.partitions``.

@@ -22,8 +22,9 @@ from typing import Any
 
 from pipeline.codecs.wire import Wire, fit_event
 from pipeline.core.model import JobEvent
+from pipeline.kafka import dlq
 from pipeline.parsers.normalize import RejectedPart, normalize_parts
-from pipeline.runtime.errors import ParseError, ServiceError
+from pipeline.runtime.errors import ParseError, Refusal, ServiceError
 
 __all__ = ["RecentIds", "Rejected", "RejectedPart", "canonical_events", "dlq_headers",
            "part_headers"]
@@ -48,12 +49,13 @@ class RecentIds:
         return False
 
 
-class Rejected(Exception):
+class Rejected(Refusal):
     """A raw record that gives no events: why, for its DLQ record."""
 
-    def __init__(self, reason: str, error: str) -> None:
-        super().__init__(error)
-        self.reason, self.error = reason, error
+    @property
+    def error(self) -> str:
+        """The message, by the name the jobs stage logs it."""
+        return self.message
 
 
 def canonical_events(wire: Wire, value: bytes, max_bytes: int
@@ -75,18 +77,17 @@ def canonical_events(wire: Wire, value: bytes, max_bytes: int
         raise Rejected("internal-error", f"{type(exc).__name__}: {exc}") from exc
 
 
-def dlq_headers(message: Any, rejected: Rejected,
+def dlq_headers(message: Any, rejected: Refusal,
                 stage: str = "normalize") -> list[tuple[str, bytes]]:
-    """Why a record went to the DLQ (a raw message's key and value go untouched):
-    ``reason``, ``stage``, ``error``, and ``source``, where ``message`` was read."""
-    return [("reason", rejected.reason.encode()), ("stage", stage.encode()),
-            ("error", rejected.error.encode()[:1000]),
-            ("source", f"{message.topic}[{message.partition}]@{message.offset}".encode())]
+    """Why a record went to the DLQ (a raw message's key and value go untouched): the
+    headers of :func:`pipeline.kafka.dlq.dlq_headers`, ``origin`` where ``message`` was read."""
+    return dlq.dlq_headers(rejected.reason, stage, rejected.message,
+                           {"origin": dlq.origin(message.topic, message.partition,
+                                                 message.offset)})
 
 
 def part_headers(message: Any, part: RejectedPart) -> list[tuple[str, bytes]]:
     """Why one job of a raw record went to the DLQ (its value is the job's own JSON): the
     headers of :func:`dlq_headers`, and ``part``, the job's index in the record's ``jobs``
-    (with ``source``, where the whole record is)."""
-    return [*dlq_headers(message, Rejected(part.reason, part.message)),
-            ("part", str(part.index).encode())]
+    (with ``origin``, where the whole record is)."""
+    return [*dlq_headers(message, part), *dlq.encode_headers({"part": part.index})]

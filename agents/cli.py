@@ -31,9 +31,9 @@ def worker(ctx: click.Context, name: str | None, web_port: int | None, store_dir
     state from whichever worker owns it.
     """
     from agents.app import Runner, create_app, internal_topics
-    from pipeline.cli import get_config
     from pipeline.kafka.topics import ensure_topics, resolve_replication
     from pipeline.runtime import metrics
+    from pipeline.runtime.invocation import get_config
     from pipeline.runtime.malloc import map_large_blocks
 
     map_large_blocks()

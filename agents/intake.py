@@ -8,16 +8,16 @@ stage needs none of it (its records are bytes, it acknowledges them itself once 
 batch is written), and it cost a sixth of the worker's main thread, most of it per
 record (BENCHMARKS.md). Here the conductor's handler of each jobs-topic partition is
 :meth:`Intake.on_message`, which gives the message to :meth:`JobsStage.take` at once.
-Faust has no setting for a handler of one's own; the conductor's ``_build_handler`` is
-replaced for this app's conductor only, and every other topic (the table's changelog,
-the assignor's) keeps Faust's.
+Faust has no setting for a handler of one's own; :func:`agents.faust_patches.hand_over`
+gives it one for this app's conductor only, and every other topic (the table's
+changelog, the assignor's) keeps Faust's.
 
 What Faust's way did that matters stays:
 
 * **Flow control.** No message is taken while a rebalance has suspended the flow, and one
   fetched for an earlier generation of the group (before the rebalance) is dropped, not
   taken and not acknowledged: its partition is read again from its commit
-  (:mod:`agents.faust_gaps`).
+  (:mod:`agents.faust_patches.gaps`).
 * **Tracking.** The consumer counts a taken message as unacknowledged (a rebalance and
   stopping wait until none is) and its monitor as read (the watchdog compares those read
   offsets with the group's commits); the acknowledgement tells both it is done.
@@ -33,8 +33,10 @@ partitioned like them. Its stream receives nothing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable
 from typing import Any, Protocol
+
+from agents.faust_patches import hand_over
 
 __all__ = ["Intake", "acknowledge"]
 
@@ -51,13 +53,7 @@ class Intake:
 
     def install(self) -> None:
         """Make the app's conductor hand this app's messages of ``topics`` to the stage."""
-        conductor = self.app.topics
-        faust_build = conductor._build_handler  # noqa: SLF001
-
-        def build_handler(tp: Any, channels: Any) -> Callable[[Any], Coroutine[Any, Any, None]]:
-            return self.on_message if tp.topic in self.topics else faust_build(tp, channels)
-
-        conductor._build_handler = build_handler  # noqa: SLF001
+        hand_over(self.app, self.topics, self.on_message)
 
     async def on_message(self, message: Any) -> None:
         """One message as the fetch loop read it."""

@@ -8,7 +8,7 @@ callback, aiokafka's accumulator in Python), more than parsing an event; librdka
 offsets, so the rule that keeps a crash from losing an output is: :meth:`Outputs.flush`
 (every record Kafka confirmed) before the records they came from are acknowledged.
 
-The producer is :func:`pipeline.edges.spool.producer_config`'s: idempotent, ``acks=all``, and
+The producer is :func:`pipeline.kafka.producer.producer_config`'s: idempotent, ``acks=all``, and
 ``murmur2_random``, the partitioner of Faust's table and of the edges, so a re-keyed
 event lands in its job's partition of the canonical topic; it lingers longer than the
 edges' (:data:`PRODUCER_DEFAULTS`).
@@ -17,15 +17,15 @@ edges' (:data:`PRODUCER_DEFAULTS`).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from pipeline.edges.spool import POISON_ERRORS, producer_config
-from pipeline.runtime.backoff import Backoff
+from pipeline.kafka.dlq import dlq_headers, dropped, encode_headers
+from pipeline.kafka.producer import POISON_ERRORS, producer_config
+from pipeline.runtime.backoff import Backoff, retry
 from pipeline.runtime.config import Config
 from pipeline.runtime.metrics import DLQ_RECORDS
 
@@ -77,14 +77,15 @@ class Outputs:
         report = self._reports.get(on_delivery)
         if report is None:
             report = self._reports[on_delivery] = self._reporter(on_delivery)
-        while True:
-            try:
-                self._producer.produce(topic, value, key,
-                                       partition=-1 if partition is None else partition,
-                                       headers=headers, on_delivery=report)
-                return
-            except BufferError:  # librdkafka's queue is full: let it send some
-                self._producer.poll(0.1)
+        def produce() -> None:
+            self._producer.produce(topic, value, key,
+                                   partition=-1 if partition is None else partition,
+                                   headers=headers, on_delivery=report)
+
+        try:  # once as it is (retry's closures cost a microsecond on every record)
+            produce()
+        except BufferError:  # librdkafka's queue is full: let it send some
+            retry(produce, on=BufferError, wait=lambda: self._producer.poll(0.1))
 
     def _reporter(self, on_delivery: Callable[[Any], None] | None) -> Callable[..., None]:
         """The delivery report of records sent with ``on_delivery``: a failed record is
@@ -142,18 +143,16 @@ class Outputs:
         logger.error("outputs: Kafka refused a record of %s (%d bytes, %s); to %s", r.topic,
                      size, err.name(), dlq)
         if r.topic == dlq:
-            if any(k == "value-dropped" for k, _ in r.headers or ()):
+            if r.value is None:
                 logger.error("outputs: the DLQ refused a record without its value: dropped")
                 return
-            digest = hashlib.sha256(r.value or b"").hexdigest()
-            headers = [*(r.headers or ()), ("value-dropped", f"{size} bytes, sha256 "
-                                                            f"{digest}".encode())]
+            headers = [*(r.headers or ()), *encode_headers(
+                dropped("value", r.value, f"the DLQ refused it: {err.name()}"))]
             self.send(dlq, r.key, None, headers)
         else:
-            headers = [("reason", err.name().lower().lstrip("_").encode()),
-                       ("stage", b"outputs"), ("error", err.str().encode()[:1000]),
-                       ("source", f"output to {r.topic}".encode())]
-            self.send(dlq, r.key, r.value, headers)
+            self.send(dlq, r.key, r.value, dlq_headers(
+                err.name().lower().lstrip("_"), "outputs", err.str(),
+                {"origin": f"output to {r.topic}"}))
         DLQ_RECORDS.labels("outputs", err.name()).inc()
 
 

@@ -11,22 +11,24 @@ Faust keeps, in each partition's RocksDB, the offset of the last changelog recor
 recovery reads the changelog from there. It sets it in the send's callback; here
 :meth:`JobsTable.persist_offsets` sets it after the flush, from the offsets Kafka gave in
 its delivery reports. Missing one only makes a recovery read more of the changelog.
+
+The part of this that replaces Faust's ``send_changelog`` is
+:class:`agents.faust_patches.ChangelogTable`, with what it relies on of Faust.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import faust
-from faust.types import TP
 
+from agents.faust_patches import ChangelogTable
 from agents.outputs import Outputs
 
 __all__ = ["JobsTable"]
 
 
-class JobsTable(faust.Table):  # type: ignore[misc]  # Faust's classes are untyped
+class JobsTable(ChangelogTable):
     """A Faust table whose changelog goes through ``outputs`` (module docstring)."""
 
     outputs: Outputs
@@ -36,14 +38,10 @@ class JobsTable(faust.Table):  # type: ignore[misc]  # Faust's classes are untyp
         self.outputs = outputs
         self._delivered: dict[int, int] = {}  # partition -> last offset Kafka confirmed
 
-    def send_changelog(self, partition: int | None, key: Any, value: Any,
-                       key_serializer: Any = None, value_serializer: Any = None) -> _Queued:
+    def queue_changelog(self, partition: int, key: Any, value: Any) -> None:
         """Queue the changelog record of one change (keys and values are raw bytes)."""
-        if partition is None:
-            raise RuntimeError("a jobs table change outside a record of its partition")
         self.outputs.send(self.changelog_topic.get_topic_name(), key, value,
                           partition=partition, on_delivery=self._on_delivery)
-        return _Queued(partition)
 
     def _on_delivery(self, msg: Any) -> None:
         # librdkafka's thread of the flush: only a dict write here
@@ -55,18 +53,5 @@ class JobsTable(faust.Table):  # type: ignore[misc]  # Faust's classes are untyp
         """Keep the offsets of the changelog records Kafka confirmed in the store (after
         :meth:`Outputs.flush`, in the event loop: RocksDB is the loop's)."""
         delivered, self._delivered = self._delivered, {}
-        topic = self.changelog_topic.get_topic_name()
         for partition, offset in delivered.items():
-            self.data.set_persisted_offset(TP(topic, partition), offset)
-
-
-@dataclass(frozen=True, slots=True)
-class _Queued:
-    """What Faust's table reads of the future a changelog send returns: the partition,
-    as ``.message.partition``."""
-
-    partition: int
-
-    @property
-    def message(self) -> _Queued:
-        return self
+            self.persist_offset(partition, offset)

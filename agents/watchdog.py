@@ -10,7 +10,7 @@ moved since the previous check is stuck, in one of two ways:
   record fetched before the rebalance goes through Faust's fetch loop after the rebalance
   sought the partition back to its commit, and moves the loop's read position past the
   records in between, which it then drops when they are fetched again (see
-  agents/faust_gaps.py, which keeps Faust from committing past them);
+  agents/faust_patches/gaps.py, which keeps Faust from committing past them);
 * ``not fetching``: nothing read past the commit although the partition holds more. Seen
   when a rebalance hands a running worker more partitions (a dead worker's, once its
   session expired): Faust never fetched them (its flow control has had such bugs, #629).
@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agents import faust_gaps
+from agents import faust_patches
 from pipeline.runtime.metrics import WATCHDOG_STALLS, LagReporter
 
 __all__ = ["PartitionProgress", "register", "stalled"]
@@ -79,15 +79,13 @@ async def _positions(consumer: Any, tps: Sequence[Any]
     if not tps:
         return {}, {}
     ends = await consumer.highwaters(*tps)
-    thread = consumer._thread  # noqa: SLF001
-    aio = thread._ensure_consumer()  # noqa: SLF001
-    return ends, {tp: await thread.call_thread(aio.committed, tp) for tp in tps}
+    return ends, await faust_patches.committed_offsets(consumer, tps)
 
 
 async def _restart(consumer: Any, tp: Any, committed: int | None) -> None:
     """Read ``tp`` again from its commit (from its start when it has none: the group reads
     from the earliest offset)."""
-    await faust_gaps.seek(consumer, {tp: committed})
+    await faust_patches.seek(consumer, {tp: committed})
 
 
 def register(app: Any, topics: set[str], interval_s: float) -> None:

@@ -26,13 +26,14 @@ import aiohttp
 from aiohttp import web as aioweb
 from yarl import URL
 
+from agents.faust_patches import kafka_producer
 from pipeline.fold import JobFold
 from pipeline.runtime.config import Config, Secret
 from pipeline.runtime.errors import ConfigError
 from pipeline.runtime.netguard import RefusalLog, bearer_ok, is_loopback, read_secret_file
 
 if TYPE_CHECKING:
-    from agents.app import Worker
+    from agents.context import WorkerContext
 
 __all__ = ["ROUTED_HEADER", "JobQuery", "WebAccess", "faust_web_settings"]
 
@@ -125,7 +126,7 @@ class JobQuery:
     """``GET /jobs/<cluster>/<job_id>``: the job's current document (as indexed: enriched
     and anonymized), from this worker's table or from the owner's."""
 
-    def __init__(self, worker: Worker, access: WebAccess) -> None:
+    def __init__(self, worker: WorkerContext, access: WebAccess) -> None:
         self.worker = worker
         self.access = access
         self.app = worker.app
@@ -152,7 +153,7 @@ class JobQuery:
             return "the worker is recovering its job table"
         # Faust hashes the key with its producer's metadata, which knows a topic only once
         # it asked for it: before, aiokafka fails on a None partition list
-        producer = getattr(self.app.producer, "_producer", None)
+        producer = kafka_producer(self.app.producer)
         if producer is None or producer.client.cluster.partitions_for_topic(self.topic) is None:
             if producer is not None:
                 producer.client.add_topic(self.topic)  # ask for it now, not at the next refresh

@@ -2,7 +2,10 @@
 
 Each area keeps its commands beside its code (``pipeline/<area>_cli.py`` or a
 ``commands`` object in its module); this file only assembles them, loads the
-configuration once, sets up logging, and turns errors into exit codes:
+configuration once (:class:`~pipeline.runtime.invocation.LazyConfig`, which the areas read
+with :func:`~pipeline.runtime.invocation.get_config`: no area imports this module but
+the entry point ``python -m pipeline.edges``), sets up logging, and turns errors into exit
+codes:
 
 0 ok; 1 some input records were bad (parse/fold/publish) or a check failed;
 2 usage error (click); 65 bad data; 69 a service is unavailable; 74 I/O error (spool);
@@ -19,8 +22,8 @@ from typing import Any
 
 import click
 
-from pipeline.runtime.config import Config, load_config
 from pipeline.runtime.errors import JobstreamError
+from pipeline.runtime.invocation import LazyConfig, get_config
 
 __all__ = ["main"]
 
@@ -78,25 +81,7 @@ def main(ctx: click.Context, config_path: str | None, verbose: int) -> None:
     """Stream the life of every HPC job from Flux and Slurm into Elasticsearch."""
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)-5s %(name)s: %(message)s")
-    ctx.obj = _LazyConfig(config_path)
-
-
-class _LazyConfig:
-    """Loads the config on first use, so ``--help`` works with a broken config file."""
-
-    def __init__(self, path: str | None) -> None:
-        self.path = path
-        self._cfg: Config | None = None
-
-    def get(self) -> Config:
-        if self._cfg is None:
-            self._cfg = load_config(self.path)
-        return self._cfg
-
-
-def get_config(ctx: click.Context) -> Config:
-    """The effective configuration of this invocation (for the area command modules)."""
-    return ctx.find_root().obj.get()
+    ctx.obj = LazyConfig(config_path)
 
 
 @main.group()

@@ -24,7 +24,6 @@ minutes).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import math
@@ -38,19 +37,17 @@ import tracemalloc
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
-from agents.jobs import ActiveJobs, JobsStage, job_partition
-from agents.states import JobStates
+from agents_factory import Message, RecordedOutputs, canonical, jobs_stage
+
+from agents.jobs import JobsStage
+from agents.routing import job_partition
 from pipeline.codecs.codec import AvroCodec, raw_to_avro
 from pipeline.codecs.wire import Wire
-from pipeline.core.anonymize import Anonymizer
-from pipeline.core.enrich import Enricher
 from pipeline.core.jsontext import dumps
 from pipeline.core.model import RawRecord
 from pipeline.core.snapshots import build_snapshots
-from pipeline.kafka.topics import canonical_topic
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ParseError
 from pipeline.sink.converter import Action, Converter, DocumentError
@@ -67,7 +64,7 @@ __all__ = ["ID_LIMIT", "STATE_BUDGET", "TERM_LIMIT", "Outcome", "check_action", 
 REPO = Path(__file__).resolve().parents[1]
 CFG = Config()
 PARTITIONS = CFG.kafka.partitions
-RAW_TOPIC, CANONICAL = CFG.topics.raw, canonical_topic(CFG.worker.app_id)
+RAW_TOPIC, CANONICAL = CFG.topics.raw, canonical(CFG)
 TOPICS = CFG.topics
 WIRE = Wire(CFG)
 RAW_CODEC = AvroCodec("RawRecord")
@@ -137,44 +134,6 @@ def raw_value(raw: RawRecord) -> bytes:
 
 # --------------------------------------------------------------------------- the worker
 
-@dataclass
-class _Message:
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes
-
-
-class _Outputs:
-    """What the stage sends, in order; every flush confirms it."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, bytes | None, bytes | None, dict[str, str]]] = []
-
-    def send(self, topic: str, key: bytes | None, value: bytes | None,
-             headers: list[tuple[str, bytes]] | None = None) -> None:
-        self.sent.append((topic, key, value,
-                          {k: v.decode(errors="replace") for k, v in headers or ()}))
-
-    def poll(self) -> None:
-        pass
-
-    async def flush(self) -> None:
-        pass
-
-
-def _worker() -> Any:
-    consumer = SimpleNamespace(topic_partitions=lambda topic: PARTITIONS)
-    return SimpleNamespace(
-        cfg=CFG, wire=WIRE, app=SimpleNamespace(consumer=consumer), name="adversarial",
-        raw=SimpleNamespace(get_topic_name=lambda: RAW_TOPIC),
-        canonical=SimpleNamespace(get_topic_name=lambda: CANONICAL),
-        enricher=Enricher.from_config(CFG.enrich.passwd_file, CFG.enrich.users_file,
-                                      CFG.enrich.topology_file),
-        anonymizer=Anonymizer.from_config(CFG.anonymize.fields, CFG.anonymize.key_file))
-
-
 def _where(exc: BaseException) -> str:
     """The innermost frame of the project's own code in ``exc``'s traceback."""
     frames = traceback.extract_tb(exc.__traceback__)
@@ -190,15 +149,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:200]} at {_where(exc)}"
 
 
-def _states(table: dict[bytes, bytes]) -> JobStates:
-    """The job-state table as ``agents.jobs.register`` builds it (with the worker's state
-    budget where the table takes one)."""
-    if "max_bytes" in inspect.signature(JobStates).parameters:
-        return JobStates(table, max_bytes=CFG.worker.max_state_bytes)  # type: ignore[call-arg]
-    return JobStates(table)
-
-
-async def _drive(stage: JobsStage, outputs: _Outputs, message: _Message) -> None:
+async def _drive(stage: JobsStage, outputs: RecordedOutputs, message: Message) -> None:
     wait = stage.take(message)
     if wait is not None:
         await wait
@@ -215,7 +166,7 @@ async def _drive(stage: JobsStage, outputs: _Outputs, message: _Message) -> None
             assert key is not None and value is not None
             partition = job_partition(key, PARTITIONS)
             offset = offsets[partition] = offsets.get(partition, -1) + 1
-            wait = stage.take(_Message(CANONICAL, partition, offset, key, value))
+            wait = stage.take(Message(CANONICAL, partition, offset, key, value))
             if wait is not None:
                 await wait
 
@@ -226,13 +177,13 @@ def run_path(raw: RawRecord | bytes, *, key: bytes | None = None) -> Outcome:
     if key is None and isinstance(raw, RawRecord) and raw.key is not None:
         key = raw.key.encode("utf-8", "surrogatepass")
     out = Outcome(size=len(value))
-    outputs = _Outputs()
+    outputs = RecordedOutputs()
     table: dict[bytes, bytes] = {}
-    stage = JobsStage(_worker(), outputs, _states(table), ActiveJobs(),  # type: ignore[arg-type]
-                      lambda message: None)
+    # the job-state table as agents.jobs.register builds it (the worker's state budget)
+    stage = jobs_stage(CFG, wire=WIRE, outputs=outputs, table=table)
     partition = job_partition(key, PARTITIONS) if key else 0
     try:
-        asyncio.run(_drive(stage, outputs, _Message(RAW_TOPIC, partition, 0, key, value)))
+        asyncio.run(_drive(stage, outputs, Message(RAW_TOPIC, partition, 0, key, value)))
     except Exception as exc:  # noqa: BLE001 - the finding itself
         out.violate(f"exception out of the jobs stage: {_describe(exc)}")
         return out
@@ -263,8 +214,9 @@ def run_path(raw: RawRecord | bytes, *, key: bytes | None = None) -> Outcome:
 _STATE_FAULTS = frozenset({"invalid-record", "internal-error"})
 
 
-def _judge_worker(outputs: _Outputs, out: Outcome) -> None:
-    for topic, _, _, headers in outputs.sent:
+def _judge_worker(outputs: RecordedOutputs, out: Outcome) -> None:
+    for topic, _, _, sent_headers in outputs.sent:
+        headers = {k: v.decode(errors="replace") for k, v in sent_headers or ()}
         if topic != TOPICS.dlq:
             if topic == TOPICS.state:
                 out.states += 1

@@ -3,6 +3,6 @@
 What a record on one of jobstream's topics is made of (Confluent or Apicurio framing,
 the schemas under ``schemas/``), and what the worker puts on and takes off Kafka.
 
-May import: ``pipeline.core``, ``pipeline.runtime``. Not Kafka clients, edges, agents,
-sink or dashboards.
+May import: ``pipeline.core``, ``pipeline.runtime``. Not Kafka clients (the schema registry
+client that ships inside confluent-kafka excepted), edges, agents, sink or dashboards.
 """

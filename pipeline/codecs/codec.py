@@ -1,4 +1,4 @@
-"""Avro values of jobstream's topics, in the two wire formats of design section 4.
+"""Avro values of jobstream's topics, in the two framings of docs/design.md, section 3.
 
 * **Single-object encoding** (no registry): ``C3 01``, the 8-byte little-endian
   CRC-64-AVRO fingerprint of the writer schema's parsing canonical form, the Avro body.
@@ -25,6 +25,7 @@ import io
 import json
 import struct
 from collections.abc import Mapping
+from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any
 
 from fastavro import schemaless_reader, schemaless_writer
@@ -35,7 +36,13 @@ from pipeline.codecs.avro_reader import Reader, compile_reader
 from pipeline.codecs.avro_writer import Unsupported, Writer, compile_writer
 from pipeline.codecs.schemas import SchemaVersions, fingerprint, load_schema
 from pipeline.core.jsontext import dumps_text
-from pipeline.core.model import JobEvent, RawRecord
+from pipeline.core.model import (
+    EVENT_FIELDS,
+    EVENT_OBJECTS,
+    EVENT_PAYLOADS,
+    JobEvent,
+    RawRecord,
+)
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ParseError, ServiceError
 
@@ -299,42 +306,27 @@ def _json_value(text: str | None, what: str) -> Any:
 
 def event_to_avro(ev: JobEvent) -> dict[str, Any]:
     """A :class:`JobEvent` -> the dict ``AvroCodec("JobEvent").encode`` takes."""
-    return {
-        "cluster": ev.cluster,
-        "scheduler": ev.scheduler,
-        "job_id": ev.job_id,
-        "event": ev.event,
-        "timestamp": ev.timestamp,
-        "source": ev.source,
-        "event_id": ev.event_id,
-        "seq": ev.seq,
-        "context": _json_text(dict(ev.context), "context") if ev.context else "{}",
-        "facts": _json_text(dict(ev.facts), "facts") if ev.facts else "{}",
-        "job_id_f58": ev.job_id_f58,
-        "jobspec": None if ev.jobspec is None else _json_text(ev.jobspec, "jobspec"),
-        "R": None if ev.R is None else _json_text(ev.R, "R"),
-        "record": None if ev.record is None else _json_text(ev.record, "record"),
-    }
+    d = {name: getattr(ev, name) for name in EVENT_FIELDS}
+    for name in EVENT_OBJECTS:
+        d[name] = _json_text(dict(d[name]), name) if d[name] else "{}"
+    for name in EVENT_PAYLOADS:
+        d[name] = None if d[name] is None else _json_text(d[name], name)
+    return d
 
 
 def event_from_avro(d: Mapping[str, Any]) -> JobEvent:
     """A decoded ``JobEvent`` dict -> :class:`JobEvent` (JSON text fields parsed)."""
-    return JobEvent(
-        cluster=d["cluster"],
-        scheduler=d["scheduler"],
-        job_id=d["job_id"],
-        event=d["event"],
-        timestamp=d["timestamp"],
-        source=d["source"],
-        event_id=d["event_id"],
-        seq=d.get("seq"),
-        context=_json_value(d.get("context"), "context") or {},
-        facts=_json_value(d.get("facts"), "facts") or {},
-        job_id_f58=d.get("job_id_f58"),
-        jobspec=_json_value(d.get("jobspec"), "jobspec"),
-        R=_json_value(d.get("R"), "R"),
-        record=_json_value(d.get("record"), "record"),
-    )
+    values = {name: d[name] if name in _EVENT_REQUIRED else d.get(name) for name in EVENT_FIELDS}
+    for name in EVENT_OBJECTS:
+        values[name] = _json_value(values[name], name) or {}
+    for name in EVENT_PAYLOADS:
+        values[name] = _json_value(values[name], name)
+    return JobEvent(**values)
+
+
+#: the fields a JobEvent cannot be without (the others have defaults)
+_EVENT_REQUIRED = frozenset(f.name for f in fields(JobEvent) if f.default is MISSING
+                            and f.default_factory is MISSING)
 
 
 def raw_to_avro(rec: RawRecord) -> dict[str, Any]:

@@ -34,7 +34,7 @@ __all__ = [
     "schema_dir",
 ]
 
-#: Every schema jobstream publishes, one per topic (design section 4).
+#: Every schema jobstream publishes, one per topic (docs/design.md, section 2).
 SCHEMA_NAMES: tuple[str, ...] = ("RawRecord", "JobEvent", "JobState", "QueueSnapshot")
 
 _HISTORY_FILE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\.v(?P<version>[1-9][0-9]*)\.avsc$")

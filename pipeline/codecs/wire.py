@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from pipeline.codecs.codec import AvroCodec, codecs_from_config, raw_from_avro
 from pipeline.core.jsontext import dumps, dumps_text
-from pipeline.core.model import JobEvent, RawRecord
+from pipeline.core.model import EVENT_OBJECTS, EVENT_PAYLOADS, JobEvent, RawRecord
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ParseError
 
@@ -36,7 +36,7 @@ def encode_canonical(ev: JobEvent) -> bytes:
 
 
 #: Free-form payloads an event may lose to fit a message (the fold reads none of them).
-DROPPABLE: Final = ("jobspec", "R", "record")
+DROPPABLE: Final = EVENT_PAYLOADS
 
 
 def fit_event(ev: JobEvent, max_bytes: int) -> tuple[JobEvent, bytes]:
@@ -89,9 +89,9 @@ class Wire:
     def encode_event(self, event: Mapping[str, Any]) -> bytes:
         """An event dict (``JobEvent.to_dict`` shape, after anonymization) -> Avro bytes."""
         d = dict(event)
-        for name in ("context", "facts"):
+        for name in EVENT_OBJECTS:
             d[name] = dumps_text(d.get(name) or {})
-        for name in ("jobspec", "R", "record"):
+        for name in EVENT_PAYLOADS:
             d[name] = None if d.get(name) is None else dumps_text(d[name])
         return self.codecs["events"].encode(d)
 

@@ -15,12 +15,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from json.encoder import encode_basestring_ascii
 from typing import Any, Literal
 
 __all__ = [
     "CANONICAL_EVENTS",
+    "EVENT_FIELDS",
+    "EVENT_JSON_FIELDS",
+    "EVENT_OBJECTS",
+    "EVENT_PAYLOADS",
     "FACT_FIELDS",
     "RESULTS",
     "JobEvent",
@@ -32,7 +36,7 @@ __all__ = [
 
 Scheduler = Literal["flux", "slurm"]
 
-#: Flux RFC 21 names, plus the Slurm-only ones of the design (section 4).
+#: Flux RFC 21 names, plus the Slurm-only ones (docs/design.md, section 4).
 CANONICAL_EVENTS: frozenset[str] = frozenset(
     {
         "submit", "validate", "invalidate", "depend", "priority", "urgency", "jobspec-update",
@@ -111,7 +115,7 @@ class RawRecord:
 
 @dataclass(frozen=True, slots=True)
 class JobEvent:
-    """A canonical job event (design section 4, ``JobEvent``)."""
+    """A canonical job event (docs/design.md, section 4)."""
 
     cluster: str
     scheduler: Scheduler
@@ -176,6 +180,21 @@ class JobEvent:
             R=d.get("R"),
             record=d.get("record"),
         )
+
+
+# JobEvent's fields by kind, read off the dataclass so that a field added there is in every
+# list that names fields of its kind (the Avro codec, the wire's size bound, the sink).
+#: every field, in the dataclass's order (the Avro schema's too)
+EVENT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(JobEvent))
+#: the fields holding a JSON object (text in Avro)
+EVENT_JSON_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in fields(JobEvent) if str(f.type).startswith("Mapping"))
+#: of those, the ones always there (``{}`` when empty): what the parsers found
+EVENT_OBJECTS: tuple[str, ...] = tuple(
+    f.name for f in fields(JobEvent) if f.name in EVENT_JSON_FIELDS and f.default_factory is dict)
+#: and the ones that may be missing (``None``): the scheduler's own payloads, the biggest
+EVENT_PAYLOADS: tuple[str, ...] = tuple(
+    name for name in EVENT_JSON_FIELDS if name not in EVENT_OBJECTS)
 
 
 def job_key(cluster: str, job_id: str) -> str:

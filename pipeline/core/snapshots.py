@@ -30,7 +30,7 @@ UNKNOWN_REASON = "unknown"
 
 class JobSummary(NamedTuple):
     """The few numbers of one job document that snapshots need (kept in memory, packed:
-    agents.jobs.ActiveJobs; a tuple, cheap to make again from them)."""
+    agents.active_jobs.ActiveJobs; a tuple, cheap to make again from them)."""
 
     cluster: str
     queue: str

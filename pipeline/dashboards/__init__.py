@@ -6,5 +6,10 @@
   :mod:`~pipeline.dashboards.job` -- the dashboards;
 * :mod:`~pipeline.dashboards.render` -- the files of ``grafana/``;
 * :mod:`~pipeline.dashboards.grafana_query` -- the requests Grafana sends for a target;
-* :mod:`~pipeline.dashboards.fields`, :mod:`~pipeline.dashboards.check` -- the check.
+* :mod:`~pipeline.dashboards.grafana_time` -- times and intervals as Grafana reads them;
+* :mod:`~pipeline.dashboards.fields`, :mod:`~pipeline.dashboards.check`,
+  :mod:`~pipeline.dashboards.answers` -- the check.
+
+May import: ``pipeline.sink`` (the index names and the Elasticsearch client the check
+shares with it) and everything below it. Not the edges, the agents or the tooling.
 """

@@ -26,6 +26,7 @@ from typing import Any
 
 from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
 
+from pipeline.dashboards.answers import classify_error, error_of, has_data
 from pipeline.dashboards.datasources import (
     DATASOURCES,
     MAX_CONCURRENT_SHARD_REQUESTS,
@@ -33,15 +34,13 @@ from pipeline.dashboards.datasources import (
     by_uid,
 )
 from pipeline.dashboards.fields import check_use, field_types, field_uses
-from pipeline.dashboards.grafana_query import (
+from pipeline.dashboards.grafana_query import build_search, substitute, variable_values
+from pipeline.dashboards.grafana_time import (
     DEFAULT_MAX_DATA_POINTS,
     QueryError,
     TimeRange,
     auto_interval_ms,
-    build_search,
     parse_duration_ms,
-    substitute,
-    variable_values,
 )
 from pipeline.runtime.errors import ServiceError
 
@@ -272,18 +271,18 @@ class Checker:
                                      max_concurrent_shard_requests=MAX_CONCURRENT_SHARD_REQUESTS)
         except ApiError as exc:
             for item in planned:
-                _broken(item.report, *_classify(_error_of(exc.body), str(exc)))
+                _broken(item.report, *classify_error(error_of(exc.body), str(exc)))
             return
         except TransportError as exc:
             raise ServiceError(f"Elasticsearch unreachable: {exc}") from exc
         for item, response in zip(planned, answer.body.get("responses", []), strict=True):
             error = response.get("error")
             if error:
-                _broken(item.report, *_classify(error, str(error)))
+                _broken(item.report, *classify_error(error, str(error)))
                 continue
             hits = (response.get("hits") or {}).get("total") or {}
             item.report.hits = int(hits.get("value", 0)) if isinstance(hits, dict) else int(hits)
-            if not _has_data(item.target, response):
+            if not has_data(item.target, response):
                 item.report.status = Status.EMPTY
                 item.report.detail = "no documents" if not item.report.hits else \
                     "documents matched, but no value in any bucket"
@@ -343,84 +342,6 @@ def _panel_status(reports: Sequence[TargetReport]) -> Status:
 
 def _broken(report: TargetReport, reason: str, detail: str) -> None:
     report.status, report.reason, report.detail = Status.BROKEN, reason, detail
-
-
-def _error_of(body: Any) -> Mapping[str, Any]:
-    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
-        return body["error"]
-    return {}
-
-
-def _classify(error: Any, fallback: str) -> tuple[str, str]:
-    """An Elasticsearch error -> (reason word, its first root cause)."""
-    if not isinstance(error, Mapping):
-        return "es-error", fallback
-    roots = error.get("root_cause")
-    cause: Mapping[str, Any] = error
-    if isinstance(roots, list) and roots and isinstance(roots[0], Mapping):
-        cause = roots[0]
-    else:
-        while isinstance(cause.get("caused_by"), Mapping):
-            cause = cause["caused_by"]
-    etype = str(cause.get("type") or "")
-    text = str(cause.get("reason") or fallback)
-    lowered = text.lower()
-    if etype == "index_not_found_exception":
-        reason = "missing-index"
-    elif "aggregation" in lowered and ("unknown" in lowered or "not supported" not in lowered
-                                       and "parse" in etype) or "script" in lowered:
-        reason = "unsupported-aggregation"
-    elif "fielddata" in lowered or "not supported for aggregation" in lowered \
-            or "of type" in lowered or etype == "number_format_exception":
-        reason = "type-mismatch"
-    else:
-        reason = "es-error"
-    return reason, f"{etype}: {text}" if etype else text
-
-
-def _has_data(target: Mapping[str, Any], response: Mapping[str, Any]) -> bool:
-    metrics = list(target.get("metrics") or [])
-    first = metrics[0].get("type") if metrics else None
-    if first in ("logs", "raw_data", "raw_document"):
-        return bool((response.get("hits") or {}).get("hits"))
-    bucket_ids = [str(b.get("id")) for b in target.get("bucketAggs") or []
-                  if not (b.get("type") == "filters"
-                          and not (b.get("settings") or {}).get("filters"))]
-    return _level_has_data(response.get("aggregations") or {}, bucket_ids, metrics)
-
-
-def _level_has_data(node: Mapping[str, Any], bucket_ids: Sequence[str],
-                    metrics: Sequence[Mapping[str, Any]]) -> bool:
-    if not bucket_ids:
-        return _metrics_have_data(node, metrics)
-    agg = node.get(bucket_ids[0]) or {}
-    buckets = agg.get("buckets") or []
-    if isinstance(buckets, Mapping):
-        buckets = list(buckets.values())
-    return any(b.get("doc_count", 0) > 0 and _level_has_data(b, bucket_ids[1:], metrics)
-               for b in buckets)
-
-
-def _metrics_have_data(bucket: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]]
-                       ) -> bool:
-    for m in metrics:
-        kind = m.get("type")
-        if kind == "count":
-            if bucket.get("doc_count", 0) > 0:
-                return True
-            continue
-        value = bucket.get(str(m.get("id")))
-        if not isinstance(value, Mapping):
-            continue
-        if kind == "percentiles":
-            if any(v is not None for v in (value.get("values") or {}).values()):
-                return True
-        elif kind == "cardinality":
-            if value.get("value"):
-                return True
-        elif value.get("value") is not None or value.get("count"):
-            return True
-    return False
 
 
 def summarize(reports: Sequence[PanelReport]) -> dict[str, int]:

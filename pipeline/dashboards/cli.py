@@ -12,11 +12,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from pipeline.cli import get_config
 from pipeline.dashboards import render
 from pipeline.dashboards.check import Checker, PanelReport, Status, summarize
-from pipeline.dashboards.grafana_query import QueryError, TimeRange, parse_time
+from pipeline.dashboards.grafana_time import QueryError, TimeRange, parse_time
 from pipeline.runtime.errors import ConfigError
+from pipeline.runtime.invocation import get_config
 from pipeline.sink.client import make_client
 
 __all__ = ["dashboards"]

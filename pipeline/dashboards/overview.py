@@ -1,6 +1,7 @@
 """The operations overview dashboard: queues, flow, outcomes, waits, usage, users, efficiency.
 
-Panels follow ``reference/dashboards.md`` section 5.2 where the index model has the data:
+Panels answer the questions of ``docs/dashboards.md`` ("The overview") where the index
+model has the data:
 
 * Queue panels read the queue snapshots. A snapshot is one worker's share of a queue at an
   aligned instant, so a queue's figure at an instant is the *sum* over that instant's
@@ -18,6 +19,9 @@ Panels follow ``reference/dashboards.md`` section 5.2 where the index model has 
 Not shown, because the documents do not carry the data: allocation as a share of capacity
 (no capacity in snapshots) and running cores by bank over time (snapshots have no bank;
 a ``date_histogram`` over ``run_interval`` breaks on the open ranges of running jobs).
+
+The module is long because it is declarative: the panel lists of one dashboard, section by
+section, with no logic beyond the few helpers above them.
 """
 
 from __future__ import annotations

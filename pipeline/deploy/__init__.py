@@ -4,6 +4,8 @@
 and so on; the instance name selects ``/etc/jobstream/<instance>.toml``). They are valid
 units as shipped; :func:`render` points ``ExecStart`` at the ``jobstream`` executable of
 this installation and sets the user each one runs as, :func:`write_units` writes them.
+
+May import: ``pipeline.runtime``. It knows the processes by their command lines only.
 """
 
 from __future__ import annotations

@@ -5,4 +5,8 @@ an Avro ``RawRecord``, stored in the edge's durable spool, and only then acknowl
 its source; the spool's drainer sends it to Kafka. ``flux`` reads the Flux job-manager
 journal, ``slurm`` runs the Slurm sources (jobcomp HTTP receiver, jobcomp/kafka bridge,
 hook listener, reconciliation poller).
+
+May import: ``pipeline.kafka`` (the producer policy), ``pipeline.codecs``,
+``pipeline.parsers``, ``pipeline.core``, ``pipeline.runtime``. Not the agents, the sink,
+the dashboards or the tooling: a daemon beside the scheduler stays small.
 """

@@ -3,7 +3,8 @@
 tests use it).
 
 The ``jobstream`` command loads each area only when its command runs, so an edge carries
-none of the sink's or agents' libraries (design 6: an edge stays under 50 MB resident).
+none of the sink's or agents' libraries (docs/design.md, "Targets": an edge stays under
+50 MB resident).
 """
 
 from __future__ import annotations

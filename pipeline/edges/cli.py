@@ -18,19 +18,12 @@ import click
 
 from pipeline.edges.spool import spool_dir, spool_stats
 from pipeline.runtime import metrics
-from pipeline.runtime.config import Config, load_config
+from pipeline.runtime.invocation import get_config
 from pipeline.runtime.malloc import one_arena
 
 __all__ = ["edge"]
 
 logger = logging.getLogger(__name__)
-
-
-def get_config(ctx: click.Context) -> Config:
-    """The invocation's config: the root's lazy loader (``jobstream`` or ``python -m
-    pipeline.edges``), else the default lookup."""
-    obj = ctx.find_root().obj
-    return obj.get() if obj is not None else load_config()
 
 
 def _stop_on_signals() -> threading.Event:
@@ -204,7 +197,7 @@ def edge_install_lua(ctx: click.Context, dest_dir: str, site_policy: str | None)
     cfg = get_config(ctx)
     spool = submit_spool_path(cfg)
     paths = install_lua(spool, Path(dest_dir), site_policy=site_policy)
-    lines = "\n".join(f"  {LUA_SCRIPTS[p.name]}" for p in paths)
+    lines = "\n".join(f"  {LUA_SCRIPTS[p.name]}" for p in paths if p.name in LUA_SCRIPTS)
     click.echo(f"installed {', '.join(str(p) for p in paths)} (submit spool {spool}); "
                f"in slurm.conf:\n{lines}\nscontrol reconfigure (slurmctld) loads "
                "job_submit.lua; the clients read cli_filter.lua at each command")

@@ -1,6 +1,6 @@
 """``jobstream edge flux``: the Flux job-manager journal to ``hpc.jobs.raw``.
 
-The journal (``job-manager.events-journal``, flux.md section 1) streams, per connection, a
+The journal (``job-manager.events-journal``, docs/flux.md, "The journal") streams, per connection, a
 backlog (one response per job with its whole eventlog, jobspec and R; with ``full`` the
 inactive jobs too, in hash order), the sentinel ``{"id": -1, "events": []}``, then one
 response per live event. Each response is published as one RawRecord (format

@@ -3,7 +3,7 @@
 For backfills and tests. Each record becomes one RawRecord (payload = the record's bytes
 untouched), keyed ``cluster:job_id`` by the format's parser. A record the parser rejects
 is reported on stderr (``path:line: reason: message``, like ``jobstream parse``) and sent to
-the DLQ topic with ``reason``/``stage``/``error`` headers instead; the exit code is then 1.
+the DLQ topic with the headers of :mod:`pipeline.kafka.dlq` instead; the exit code is then 1.
 Whatever the parser raises is such a rejection: an exception that is not a ParseError (a
 parser bug) is reason ``internal-error`` with its message, and the run goes on.
 
@@ -15,7 +15,7 @@ message``) and make the exit code 1; a document none of whose jobs is good is a 
 record.
 
 Records go straight to Kafka through a producer with the edges' settings
-(:func:`pipeline.edges.spool.producer_config`: idempotent, ``acks=all``, the site's properties
+(:func:`pipeline.kafka.producer.producer_config`: idempotent, ``acks=all``, the site's properties
 file), not through a spool: the input file is itself the durable copy, and a run that
 could not deliver everything fails (exit 69) and can simply be repeated (duplicates are
 dropped downstream).
@@ -23,7 +23,6 @@ dropped downstream).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -34,14 +33,16 @@ from typing import Any
 import click
 from confluent_kafka import KafkaError, KafkaException
 
-from pipeline.cli import get_config
 from pipeline.codecs.codec import raw_to_avro
 from pipeline.core.model import RawRecord
 from pipeline.edges.base import raw_codec
-from pipeline.edges.spool import producer_config
+from pipeline.kafka.dlq import dlq_headers, dropped
+from pipeline.kafka.producer import producer_config
 from pipeline.parsers import FORMATS, Part, parse_parts, split_records
+from pipeline.runtime.backoff import retry
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ParseError, ServiceError
+from pipeline.runtime.invocation import get_config
 
 __all__ = ["PublishResult", "publish", "publish_records"]
 
@@ -100,19 +101,16 @@ class _Sender:
              headers: list[tuple[str, bytes]] | None = None) -> None:
         """Queue one record; ParseError ``too-large`` if the producer refuses it for its
         size (over ``message.max.bytes``: the topic could not take it either)."""
-        while True:
-            try:
-                self.producer.produce(topic, value=value, key=key.encode() if key else None,
-                                      headers=headers, on_delivery=self._delivered)
-                break
-            except BufferError:
-                self.producer.poll(0.1)
-            except KafkaException as exc:
-                err = exc.args[0] if exc.args else None
-                if isinstance(err, KafkaError) and err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-                    raise ParseError("too-large", f"the record is {len(value or b'')} bytes, "
-                                                  "more than Kafka takes") from exc
-                raise
+        try:
+            retry(lambda: self.producer.produce(
+                topic, value=value, key=key.encode() if key else None, headers=headers,
+                on_delivery=self._delivered), on=BufferError, wait=lambda: self.producer.poll(0.1))
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                raise ParseError("too-large", f"the record is {len(value or b'')} bytes, "
+                                              "more than Kafka takes") from exc
+            raise
         self.producer.poll(0)
 
     def flush(self, timeout: float) -> int:
@@ -185,16 +183,13 @@ def _reject(sender: _Sender, cfg: Config, fmt: str, rec: SourceRecord, result: P
             reason: str, message: str) -> None:
     result.bad += 1
     result.errors.append(f"{rec.where}: {reason}: {message}")
-    headers = [("reason", reason.encode()), ("stage", b"publish"),
-               ("error", message.encode("utf-8", "backslashreplace")[:1000]),
-               ("format", fmt.encode()),
-               ("source", rec.where.encode("utf-8", "backslashreplace"))]
+    extra = {"format": fmt, "origin": rec.where}
     try:
-        sender.send(cfg.topics.dlq, rec.payload, None, headers)
-    except ParseError:  # too large for the DLQ too: the file keeps it, the DLQ says where
-        digest = hashlib.sha256(rec.payload).hexdigest()
-        sender.send(cfg.topics.dlq, None, None, [*headers, (
-            "value-dropped", f"{len(rec.payload)} bytes, sha256 {digest}".encode())])
+        sender.send(cfg.topics.dlq, rec.payload, None,
+                    dlq_headers(reason, "publish", message, extra))
+    except ParseError as exc:  # too large for the DLQ too: the file keeps it, the DLQ says where
+        sender.send(cfg.topics.dlq, None, None, dlq_headers(
+            reason, "publish", message, {**extra, **dropped("value", rec.payload, exc.message)}))
 
 
 @click.command("publish")

@@ -21,21 +21,21 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.kafka.producer import POISON_ERRORS
+from pipeline.runtime.backoff import retry
 from pipeline.runtime.config import Config
-from pipeline.runtime.errors import ConfigError, SpoolError
+from pipeline.runtime.errors import SpoolError
 
 __all__ = [
-    "POISON_ERRORS",
     "Drainer",
     "Spool",
     "SpoolRecord",
     "SpoolStats",
-    "producer_config",
     "spool_dir",
     "spool_stats",
 ]
@@ -327,50 +327,6 @@ def spool_stats(directory: Path) -> list[SpoolStats]:
     return out
 
 
-#: librdkafka settings jobstream needs for its guarantees; the properties file cannot undo
-#: them. Every confluent producer of jobstream takes its properties from
-#: :func:`producer_config` (the edges' drainers, publish, the sink's DLQ, demo and bench).
-#: ``murmur2_random`` is the Java client's and aiokafka's (Faust's) partitioner: a job's
-#: raw records land in the partition the worker's table keeps that job in (librdkafka's
-#: default, ``consistent_random``, is a CRC32 of the key and places them elsewhere).
-REQUIRED_PRODUCER = {"enable.idempotence": True, "acks": "all",
-                     "partitioner": "murmur2_random"}
-#: defaults the properties file may override.
-DEFAULT_PRODUCER = {
-    "linger.ms": 5,
-    "compression.type": "lz4",
-    # A failed batch is sent again from the spool, in order; this only bounds how long one
-    # attempt may hang in librdkafka before the drainer takes over.
-    "message.timeout.ms": 120_000,
-    # The raw topic takes records up to 16 MiB (pipeline.kafka.topics.RAW_MAX_MESSAGE_BYTES, not
-    # imported: the edges stay small); librdkafka's default refuses anything over 1 MB.
-    "message.max.bytes": 16 * 1024 * 1024,
-}
-
-
-def producer_config(cfg: Config, client_id: str, *, defaults: Mapping[str, Any] | None = None,
-                    **extra: Any) -> dict[str, Any]:
-    """Producer properties: our defaults (the caller's ``defaults`` over
-    :data:`DEFAULT_PRODUCER`), then ``cfg.librdkafka()`` (the site's properties file,
-    untouched), then ``extra`` and what idempotent, in-order delivery requires."""
-    props: dict[str, Any] = {"client.id": client_id, **DEFAULT_PRODUCER, **(defaults or {})}
-    props.update(cfg.librdkafka())
-    props.update(extra)
-    for key, value in REQUIRED_PRODUCER.items():
-        if key in props and str(props[key]).lower() != str(value).lower():
-            raise ConfigError(f"kafka.properties_file sets {key}={props[key]}; jobstream's "
-                              f"producers need {key}={str(value).lower()} for no-loss, "
-                              "in-order delivery, each job in its worker's partition")
-        props[key] = value
-    return props
-
-
-#: Kafka errors a retry can never fix: the record goes to the quarantine table (the
-#: worker's outputs stop on them: agents/outputs.py).
-POISON_ERRORS = frozenset({"MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "INVALID_RECORD",
-                           "CORRUPT_MESSAGE", "INVALID_REQUIRED_ACKS", "RECORD_LIST_TOO_LARGE"})
-
-
 class Drainer:
     """Sends a spool's records to Kafka in order and deletes each once Kafka confirmed it.
 
@@ -506,26 +462,28 @@ class Drainer:
         """Hand one record to librdkafka: ``sent``; ``poison`` when it is refused for good
         before sending (a record over ``message.max.bytes``: quarantined like one the
         broker refuses); ``failed`` for any other refusal (retried after a recovery)."""
-        while True:
-            try:
-                self._producer.produce(
-                    rec.topic, value=rec.value, key=rec.key,
-                    headers=list(rec.headers) or None,
-                    on_delivery=lambda err, msg, seq=rec.seq: self._on_delivery(seq, err))
-                return "sent"
-            except BufferError:
-                self._producer.poll(0.1)
-            except Exception as exc:
-                from confluent_kafka import KafkaException
-                if not isinstance(exc, KafkaException):
-                    raise
-                err = exc.args[0]
-                if err.name() in POISON_ERRORS:
-                    self._poison.append((rec.seq, f"{err.name()}: {err.str()}"))
-                    return "poison"
-                self.last_error = f"{err.name()}: {err.str()}"
-                self._failed = True
-                return "failed"
+        def produce() -> None:
+            self._producer.produce(
+                rec.topic, value=rec.value, key=rec.key, headers=list(rec.headers) or None,
+                on_delivery=lambda err, msg, seq=rec.seq: self._on_delivery(seq, err))
+
+        try:
+            try:  # once as it is (retry's closures cost a microsecond on every record)
+                produce()
+            except BufferError:  # librdkafka's queue is full: let it send some
+                retry(produce, on=BufferError, wait=lambda: self._producer.poll(0.1))
+            return "sent"
+        except Exception as exc:
+            from confluent_kafka import KafkaException
+            if not isinstance(exc, KafkaException):
+                raise
+            err = exc.args[0]
+            if err.name() in POISON_ERRORS:
+                self._poison.append((rec.seq, f"{err.name()}: {err.str()}"))
+                return "poison"
+            self.last_error = f"{err.name()}: {err.str()}"
+            self._failed = True
+            return "failed"
 
     def _on_delivery(self, seq: int, err: Any) -> None:
         self._inflight_bytes -= self._inflight.pop(seq, 0)

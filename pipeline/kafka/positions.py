@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from pipeline.runtime.backoff import retry
 from pipeline.runtime.errors import ServiceError
 
 __all__ = ["Positions", "TP", "group_lag"]
@@ -52,14 +53,11 @@ class _Failed(Exception):
 
 
 def _retrying(request: Callable[[], T]) -> T:
-    for attempt in range(1, _ATTEMPTS + 1):
-        try:
-            return request()
-        except _Failed as exc:
-            if not exc.retriable or attempt == _ATTEMPTS:
-                raise ServiceError(str(exc)) from exc
-            time.sleep(_RETRY_WAIT_S)
-    raise AssertionError("unreachable")
+    try:
+        return retry(request, on=_Failed, wait=lambda: time.sleep(_RETRY_WAIT_S),
+                     attempts=_ATTEMPTS, retriable=lambda exc: getattr(exc, "retriable", False))
+    except _Failed as exc:
+        raise ServiceError(str(exc)) from exc
 
 
 class Positions:

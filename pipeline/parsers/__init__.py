@@ -18,6 +18,9 @@ only what is wrong with the document itself (not JSON, no ``jobs``) raises. Ever
 format is one part holding the record's events. ``parse_record`` stays all or nothing: it
 raises the first part's error, so a caller that cannot set one job aside never loses it
 silently.
+
+May import: ``pipeline.core``, ``pipeline.runtime`` and the standard library. Not the fold
+(its sibling), the codecs, Kafka or anything above: a parser is a pure function.
 """
 
 from __future__ import annotations

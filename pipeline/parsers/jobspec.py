@@ -12,7 +12,7 @@ Facts are derived the way Flux's job-list does (``job_data.c``, ``libjob/jj.c``)
 
 Privacy: ``attributes.system.environment``, ``attributes.system.files`` (batch scripts,
 RFC 37 archives) and the legacy ``attributes.system.batch`` are removed from every jobspec
-and jobspec-update that leaves this module (design section 5: scripts and environments
+and jobspec-update that leaves this module (docs/design.md, "Guarantees": scripts and environments
 never go downstream). The rest (command lines, cwd, user attributes) is left to the
 anonymization stage.
 

@@ -15,34 +15,34 @@ then see the record refused rather than one of its jobs silently missing.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from pipeline.core.admission import admit, check_received_at
 from pipeline.core.jsontext import dumps
 from pipeline.core.model import JobEvent, RawRecord
 from pipeline.parsers import FORMATS, parse_parts
-from pipeline.runtime.errors import ParseError
+from pipeline.runtime.errors import ParseError, Refusal
 
 __all__ = ["RejectedPart", "normalize", "normalize_parts"]
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class RejectedPart:
-    """One job of a multi-job record that the stream does not take.
+class RejectedPart(Refusal):
+    """One job of a multi-job record that the stream does not take (a refusal handed
+    back beside the taken events, not raised).
 
     ``payload`` is the job's own JSON (compact), what its DLQ record holds; ``index`` its
     place in the record's ``jobs``; ``cause`` the parser's exception when ``reason`` is
     ``internal-error``, for the log.
     """
 
-    index: int
-    reason: str
-    message: str
-    payload: bytes
-    cause: BaseException | None = None
+    def __init__(self, index: int, reason: str, message: str, payload: bytes,
+                 cause: BaseException | None = None) -> None:
+        super().__init__(reason, message)
+        self.index = index
+        self.payload = payload
+        self.cause = cause
 
 
 def _check(raw: RawRecord) -> None:

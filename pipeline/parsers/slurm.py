@@ -4,7 +4,7 @@ One module per source family (``slurm_jobcomp``, ``slurm_json``, ``slurm_hook``)
 shape helpers they share in ``slurm_common``; this module is the entry point the format
 registry (:mod:`pipeline.parsers`) loads.
 
-Formats and versions read (``reference/slurm.md``):
+Formats and versions read (``docs/slurm.md``, "What the Slurm parsers rely on"):
 
 * ``slurm-jobcomp``: jobcomp/kafka (23.02+) and jobcomp/elasticsearch records, Slurm 22.05
   to 26.x, one JSON object per record (trailing NUL of kafka <= 23.11.6 tolerated).

@@ -16,8 +16,12 @@ infinite, number}`` object is never a sentinel, since the object's flags say uns
 unlimited (data_parser v0.0.40+ writes NO_VAL as ``set: false`` and INFINITE as
 ``infinite: true``).
 
-Every helper is pure. The reference for all shapes is ``reference/slurm.md`` (sections 1, 2
-and 5); comments cite the section where a rule comes from.
+Every helper is pure. The shapes it reads are stated in ``docs/slurm.md`` ("What the Slurm
+parsers rely on"); comments cite the section where a rule comes from.
+
+The module is long because it is the one vocabulary of Slurm's field shapes that the four
+Slurm parsers share; its sections lean on one another's private checks (a state list or
+a TRES list is refused through the same type errors and sentinels as a scalar).
 """
 
 from __future__ import annotations
@@ -97,13 +101,15 @@ _NO_SENTINELS: frozenset[int] = frozenset()
 #: time, not folded into a job state the worker cannot write.
 _INT64 = 2**63
 
-#: Record keys that never go downstream (design 5, privacy): batch scripts, environments,
+#: Record keys that never go downstream (docs/design.md, "Guarantees": privacy): batch
+#: scripts, environments,
 #: and the submit command line (it carries the same kind of secrets as the environment).
 PRIVATE_KEYS: frozenset[str] = frozenset(
     {"script", "environment", "env", "batch_script", "spank_job_env", "submit_line"}
 )
 
-#: Words Slurm prints where a time or node list is unknown (slurm.md 1.2, 2.3, 4.6).
+#: Words Slurm prints where a time or node list is unknown (docs/slurm.md, "sacct, squeue
+#: and scontrol").
 _NONE_WORDS = frozenset({"", "unknown", "none", "none assigned", "(null)", "n/a"})
 
 # The shapes of numbers in text, compiled once (they are matched on every record).
@@ -127,7 +133,8 @@ def decode_json(payload: bytes | bytearray | memoryview | str, *, what: str) -> 
     """Bytes of one JSON document -> Python value.
 
     Trailing NUL bytes are dropped: jobcomp/kafka up to 23.11.6 sent ``strlen + 1`` bytes
-    (slurm.md 1.1). NaN/Infinity literals and nesting deep enough to exhaust the stack are
+    (docs/slurm.md, "Releases"). NaN/Infinity literals and nesting deep enough to exhaust the
+    stack are
     rejected as invalid JSON rather than crashing; a lone UTF-16 surrogate (``"\\ud800"``)
     as ``invalid-utf8``, like bytes that are not UTF-8 (parsers.surrogates).
     """
@@ -223,7 +230,8 @@ def slurm_int(value: Any, field: str, *, sentinels: frozenset[int] = UINT32) -> 
     """An integer as any Slurm JSON version writes it; None when unset or unlimited.
 
     Accepts a plain int, ``null``, the ``{set, infinite, number}`` object of data_parser
-    v0.0.39+ (slurm.md 2.5 rule 1), decimal strings (TRES counts, environment values), and
+    v0.0.39+ (docs/slurm.md, "Shape changes"), decimal strings (TRES counts, environment
+    values), and
     the field's own sentinels (``sentinels``: :data:`UINT32` unless the field is a
     ``uint16_t`` or ``uint64_t`` one) as unset.
     """
@@ -292,7 +300,8 @@ def opt_str(obj: Mapping[str, Any], key: str, *, what: str = "") -> str | None:
 def epoch(value: Any, field: str) -> float | None:
     """A point in time as epoch seconds (UTC); None when Slurm says it is unset.
 
-    jobcomp writes ``YYYY-MM-DDTHH:MM:SS`` in UTC without a zone (slurm.md 1.2) and
+    jobcomp writes ``YYYY-MM-DDTHH:MM:SS`` in UTC without a zone (docs/slurm.md, "jobcomp
+    records") and
     "Unknown"/"None" for invalid times before 23.11.9; the CLIs write epoch integers or
     ``{set, infinite, number}`` objects (2.5). Zero means unset everywhere.
     """
@@ -411,7 +420,8 @@ RESULT_OF_STATE: Mapping[str, str | None] = {
     "TIMEOUT": "timeout", "NODE_FAIL": "node_fail", "PREEMPTED": "preempted",
     "BOOT_FAIL": "failed", "DEADLINE": "failed", "OUT_OF_MEMORY": "oom",
 }
-#: State flags (slurm.md 2.5). Before v0.0.40 a flag can replace the base state in the
+#: State flags (docs/slurm.md, "Shape changes"). Before v0.0.40 a flag can replace the base
+#: state in the
 #: single state string (``job_state_string()`` prints the flag first).
 _REQUEUE_FLAGS = frozenset({"REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT"})
 _ACTIVE_FLAGS = frozenset({
@@ -515,7 +525,8 @@ def tres_counts(value: Any, field: str) -> dict[str, int]:
 
     Only integer counts are kept (``mem=500M`` is a size, not a count). Entries that are
     not ``name=value`` or negative are skipped: TRES strings are informative, and
-    cc-slurm-adapter also clamps odd counts rather than rejecting the job (slurm.md 2.5).
+    cc-slurm-adapter also clamps odd counts rather than rejecting the job (docs/slurm.md,
+    "Shape changes").
     """
     if value is None:
         return {}

@@ -1,7 +1,7 @@
 """``slurm-hook``: the environment of a PrologSlurmctld or EpilogSlurmctld run -> one event.
 
 PrologSlurmctld runs on the slurmctld host when the allocation is granted, before the job
-launches (slurm.md 5.1): its moment is ``alloc``, with the placement facts (node list,
+launches (docs/slurm.md, "The hooks"): its moment is ``alloc``, with the placement facts (node list,
 node and CPU counts, partition). EpilogSlurmctld runs when the allocation ends: its moment
 is ``end``, with the exit code from ``SLURM_JOB_EXIT_CODE`` (raw wait status) or
 ``SLURM_JOB_EXIT_CODE2`` (``exit:signal``). The environment never states the job's final
@@ -14,7 +14,8 @@ rejected (``missing-time``). ``SLURM_JOB_START_TIME``/``SLURM_JOB_END_TIME`` (23
 ``t_start``, and ``t_end`` (epilog) or ``expiration`` (prolog: the expected end).
 
 The payload is ``KEY=VALUE`` lines (``env | sort``, as in the vectors) or a JSON object of
-the same keys. The environment is private (design 5): only the ``SLURM_*`` keys read here
+the same keys. The environment is private (docs/design.md, "Guarantees"): only the
+``SLURM_*`` keys read here
 are kept, in the event's context; every other variable is dropped unread, and only the
 values of keys read are decoded, so a private variable in another encoding is harmless.
 

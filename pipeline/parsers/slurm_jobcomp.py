@@ -1,7 +1,8 @@
 """``slurm-jobcomp``: one jobcomp/kafka or jobcomp/elasticsearch record -> canonical events.
 
-Both plugins serialize the same record (slurm.md 1.2; 22.05 has the same field set minus a
-few keys). One record describes several moments at once, so it yields several events:
+Both plugins serialize the same record (docs/slurm.md, "jobcomp records"; 22.05 has the
+same field set minus a few keys). One record describes several moments at once, so it
+yields several events:
 
 * ``submit`` at ``@submit`` and ``eligible`` at ``@eligible``;
 * ``start`` at ``@start`` when the job really started: a job cancelled while pending gets
@@ -14,7 +15,7 @@ few keys). One record describes several moments at once, so it yields several ev
 
 Every event carries the job's identity facts; the moment's own facts ride on its event
 (allocation on ``start``, result and exit on ``end``), and the final event carries the
-record itself without its batch script or environment (privacy, design 5).
+record itself without its batch script or environment (privacy: docs/design.md, "Guarantees").
 
 What jobcomp cannot tell: the restart count (a requeue after a node failure is recorded
 as NODE_FAIL and looks final until the job's next record arrives); before 25.05 the
@@ -93,7 +94,7 @@ def parse_jobcomp(payload: bytes, *, cluster: str,
                              **_pick(rec, ("@queue_wait",))})
     record = scrub_record(rec)
 
-    if rec["state"] is None:  # 25.05+ job-start record (slurm.md 1.2)
+    if rec["state"] is None:  # 25.05+ job-start record (docs/slurm.md, "jobcomp records")
         if started:
             assert t_start is not None
             builder.add("start", t_start, facts={**identity, **times, **alloc,
@@ -149,14 +150,15 @@ def _identity(rec: Mapping[str, Any]) -> dict[str, Any]:
     put(facts, "queue", queue_name(opt_str(rec, "partition")))
     put(facts, "qos", opt_str(rec, "qos"))
     put(facts, "cwd", opt_str(rec, "work_dir"))
-    limit = opt_int(rec, "time_limit")  # seconds in jobcomp (minutes * 60, slurm.md 4.6)
+    # seconds in jobcomp (minutes * 60: docs/slurm.md, "jobcomp records")
+    limit = opt_int(rec, "time_limit")
     put(facts, "timelimit_s", limit)
     if "array_task_id" in rec:  # only array tasks have it (jobid stays the raw id)
         put(facts, "array_id", _id_str(opt_int(rec, "array_job_id")))
         put(facts, "array_task", opt_int(rec, "array_task_id"))
     het_key = "het_job_id" if "het_job_id" in rec else "pack_job_id"
     het_id = opt_int(rec, het_key)
-    if het_id:  # non-het jobs carry 0 (slurm.md 1.2)
+    if het_id:  # non-het jobs carry 0 (docs/slurm.md, "jobcomp records")
         put(facts, "het_id", str(het_id))
         put(facts, "het_offset", opt_int(rec, het_key.replace("_id", "_offset")))
     req = tres_counts(rec.get("tres_req"), "tres_req")

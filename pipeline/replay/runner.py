@@ -50,13 +50,13 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from pipeline.cli import get_config
 from pipeline.kafka.positions import TP, Positions
 from pipeline.kafka.topics import canonical_topic, ensure_topics
 from pipeline.replay.readback import client, job_counts, jobs_alias, jobs_pattern, refresh
 from pipeline.runtime.children import Child, free_port, stop_on_signals
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ConfigError, ServiceError
+from pipeline.runtime.invocation import get_config
 from pipeline.sink.names import Family, check_generation, index_pattern
 from pipeline.sink.runner import FOLLOW_INTERVAL_S
 from pipeline.sink.templates import live_generation, swap_aliases

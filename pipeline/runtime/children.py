@@ -123,13 +123,17 @@ class Child:
     :param name: what to call it in messages (``worker``, ``sink``)
     :param args: the subcommand and its options
     :param log: file that receives its stdout and stderr (appended)
+    :param module: run ``python -m module <args>`` instead of ``jobstream`` (an edge alone,
+        ``pipeline.edges``, without the command line's imports)
     """
 
-    def __init__(self, name: str, cfg: Config, args: Sequence[str], log: Path) -> None:
+    def __init__(self, name: str, cfg: Config, args: Sequence[str], log: Path, *,
+                 module: str | None = None) -> None:
         self.name = name
         self.cfg = cfg
         self.args = list(args)
         self.log = log
+        self.command = ["-m", module] if module else ["-c", _MAIN]
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_fh: IO[bytes] | None = None
 
@@ -140,7 +144,7 @@ class Child:
         env["PYTHONUNBUFFERED"] = "1"
         self._log_fh = self.log.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _MAIN, *self.args], env=env,
+            [sys.executable, *self.command, *self.args], env=env,
             stdin=subprocess.DEVNULL, stdout=self._log_fh, stderr=subprocess.STDOUT,
             # its own process group: a Ctrl-C in the terminal reaches the parent only,
             # which stops its children in order (flush, commit) instead of all at once
@@ -153,6 +157,10 @@ class Child:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def poll(self) -> int | None:
+        """The exit code; None while it runs (or before it started)."""
+        return self.proc.poll() if self.proc is not None else None
 
     def check(self) -> None:
         """Raise ServiceError (with the log's tail) if the child has exited."""

@@ -9,6 +9,9 @@ for settings: the tree is passed down.
 librdkafka properties are not configuration of ours: ``kafka.properties_file`` names a
 Java-style properties file whose keys go to every confluent-kafka client untouched, as
 Slurm's ``JobCompLoc`` file does for jobcomp/kafka.
+
+The module is long because it is the whole configuration tree, one frozen dataclass per
+section with every key's default and meaning beside it; the loader follows the tree.
 """
 
 from __future__ import annotations
@@ -142,7 +145,7 @@ class WorkerConfig:
     #: over it keeps fewer of each kind of event (pipeline.fold, "Bounds"); one that cannot
     #: fit even so goes to the DLQ, stage ``state``. Well under the changelog's 1 MiB.
     max_state_bytes: int = 512 * 1024
-    #: the worker's fetches from Kafka wait for this many bytes ... (agents.fetch)
+    #: the worker's fetches from Kafka wait for this many bytes ... (agents.faust_patches.fetch)
     fetch_min_bytes: int = 65536
     #: ... or this long, whichever comes first: the latency it adds, at most
     fetch_max_wait_ms: int = 100

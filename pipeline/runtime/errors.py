@@ -6,6 +6,7 @@ __all__ = [
     "ConfigError",
     "JobstreamError",
     "ParseError",
+    "Refusal",
     "ServiceError",
     "SinkError",
     "SpoolError",
@@ -30,11 +31,12 @@ class ServiceError(JobstreamError):
     exit_code = 69  # EX_UNAVAILABLE
 
 
-class ParseError(JobstreamError):
-    """A source record cannot be turned into canonical events.
+class Refusal(JobstreamError):
+    """A record refused for what it holds, the shape every stage's refusal has so that any
+    of them can become a DLQ record (:func:`pipeline.kafka.dlq.dlq_headers`).
 
     ``reason`` is a short, stable, machine-readable word (it becomes the DLQ ``reason``
-    header); the message says what is wrong in words a person can act on.
+    header); ``message`` says what is wrong in words a person can act on.
     """
 
     exit_code = 65  # EX_DATAERR
@@ -43,6 +45,10 @@ class ParseError(JobstreamError):
         super().__init__(f"{reason}: {message}")
         self.reason = reason
         self.message = message
+
+
+class ParseError(Refusal):
+    """A source record cannot be turned into canonical events."""
 
 
 class SinkError(JobstreamError):

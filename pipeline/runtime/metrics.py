@@ -19,7 +19,7 @@ import socket
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, make_wsgi_app
@@ -30,9 +30,7 @@ from prometheus_client.registry import Collector
 from pipeline.runtime.config import Config, Secret
 from pipeline.runtime.errors import ConfigError
 from pipeline.runtime.netguard import bearer_ok, is_loopback, read_secret_file
-
-if TYPE_CHECKING:
-    from pipeline.edges.spool import Spool
+from pipeline.runtime.servers import ServerThread
 
 __all__ = [
     "CONSUMER_LAG",
@@ -155,6 +153,30 @@ class LagReporter:
 # -- spools ---------------------------------------------------------------------------
 
 
+class SpoolFigures(Protocol):
+    """What the spool metrics read of a spool's stats (``pipeline.edges.spool.SpoolStats``;
+    a protocol, so that the runtime imports nothing of the edges above it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def depth(self) -> int: ...
+    @property
+    def oldest_age_s(self) -> float | None: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def quarantined(self) -> int: ...
+
+
+class Spool(Protocol):
+    """A spool as the metrics see it (``pipeline.edges.spool.Spool``)."""
+
+    name: str
+
+    def stats(self) -> SpoolFigures: ...
+
+
 class _SpoolCollector(Collector):
     """Depth, oldest record age, size and quarantine of the spools this process runs,
     read from each spool's file at scrape time (one query per spool, off the edge's
@@ -264,7 +286,7 @@ def serve(bind: str, port: int, *, token: Secret | None = None) -> WSGIServer:
         httpd = make_server(bind, port, app, Server, handler_class=_QuietHandler)
     except OSError as exc:
         raise ConfigError(f"metrics: cannot listen on {bind}:{port}: {exc.strerror}") from exc
-    threading.Thread(target=httpd.serve_forever, name="metrics", daemon=True).start()
+    ServerThread(httpd, "metrics").start()
     return httpd
 
 

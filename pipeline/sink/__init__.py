@@ -12,4 +12,8 @@ One module per concern, each tested alone (after Kafka Connect's Elasticsearch s
 * :mod:`~pipeline.sink.runner` -- the consumer loop, under the crash guard
   (:mod:`pipeline.runtime.crashguard`);
 * :mod:`~pipeline.sink.cli` -- ``jobstream sink``.
+
+May import: ``pipeline.kafka``, ``pipeline.codecs``, ``pipeline.fold``, ``pipeline.parsers``,
+``pipeline.core``, ``pipeline.runtime``. Not the agents (it reads their topics, not their
+code), the edges, the dashboards or the tooling.
 """

@@ -8,8 +8,8 @@ from types import FrameType
 
 import click
 
-from pipeline.cli import get_config
 from pipeline.runtime import metrics
+from pipeline.runtime.invocation import get_config
 from pipeline.sink.names import check_generation
 from pipeline.sink.runner import SinkRunner
 

@@ -44,9 +44,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from pipeline.core.model import EVENT_JSON_FIELDS
 from pipeline.fold import doc_id as fold_doc_id
 from pipeline.parsers.surrogates import check_surrogates
-from pipeline.runtime.errors import ParseError, SinkError
+from pipeline.runtime.errors import ParseError, Refusal, SinkError
 from pipeline.sink.names import (
     MAX_TIME_MS,
     MIN_TIME_MS,
@@ -82,7 +83,7 @@ _ID_SURELY_FITS = MAX_ID_BYTES // 4
 
 #: JSON-text fields of a JobEvent (Avro has no arbitrary-JSON type); each must hold an
 #: object (context and facts are indexed as ``flattened``, the rest kept in _source).
-_EVENT_JSON_FIELDS: tuple[str, ...] = ("context", "facts", "jobspec", "R", "record")
+_EVENT_JSON_FIELDS: tuple[str, ...] = EVENT_JSON_FIELDS
 _FLATTENED: frozenset[str] = frozenset({"context", "facts"})
 
 #: What Elasticsearch's ``flattened`` fields refuse of an object (the whole document with
@@ -95,15 +96,8 @@ _FLATTENED_DEPTH = 20
 _FLATTENED_PATH_BYTES = 32766 - 1 - 4 * 1024
 
 
-class DocumentError(SinkError):
+class DocumentError(Refusal, SinkError):
     """A record cannot become a document; ``reason`` is the DLQ reason word."""
-
-    exit_code = 65
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(f"{reason}: {message}")
-        self.reason = reason
-        self.message = message
 
 
 class Op(StrEnum):

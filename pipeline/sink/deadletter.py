@@ -16,7 +16,9 @@ makes sure the DLQ can take it:
   size that still comes back is sent again stripped;
 * **headers**: a header value is text made bytes as UTF-8; a lone surrogate (Elasticsearch
   cuts a value for its error message in UTF-16, and JSON hands a split pair over as one)
-  cannot be, so it is escaped (``\\ud83d``) rather than raising out of the sink.
+  cannot be, so it is escaped (``\\ud83d``) rather than raising out of the sink; the
+  headers are made (and cut) as they will be sent (:func:`pipeline.kafka.dlq.header_text`),
+  so that their size is known here.
 
 A DLQ that refuses records for any other reason (authorization, a missing topic, a
 timeout) is not about one record: :meth:`DeadLetters.deliver` raises a SinkError and the
@@ -25,7 +27,6 @@ input is not committed, as before.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,8 +34,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from pipeline.edges.spool import POISON_ERRORS
-from pipeline.kafka.dlq import MAX_HEADER_CHARS, report_bad_record
+from pipeline.kafka.dlq import dropped, header_text, report_bad_record
+from pipeline.kafka.producer import POISON_ERRORS
 from pipeline.kafka.topics import RAW_MAX_MESSAGE_BYTES
 from pipeline.runtime.errors import SinkError
 
@@ -85,8 +86,8 @@ class DeadLetters:
         ``drop_value``: why to send it without its value even if it fits (e.g. sending it
         whole is what killed the process before); empty = only when it does not fit.
         """
-        letter = _Letter(key, value, _text(reason), _text(error),
-                         {k: _text(v) for k, v in (headers or {}).items()})
+        letter = _Letter(key, value, header_text(reason), header_text(error),
+                         {k: header_text(v) for k, v in (headers or {}).items()})
         if drop_value:
             _strip(letter, "value", drop_value)
         self._fit(letter)
@@ -116,7 +117,7 @@ class DeadLetters:
         while _size(letter) > self._max_bytes:
             key, value = _nbytes(letter.key), _nbytes(letter.value)
             if not key and not value:
-                return  # headers alone: bounded by MAX_HEADER_CHARS each, never this big
+                return  # headers alone: bounded by MAX_HEADER_BYTES each, never this big
             part = "value" if value >= key else "key"
             _strip(letter, part, f"the record is over the DLQ's {self._max_bytes} bytes")
 
@@ -147,14 +148,6 @@ class DeadLetters:
                     raise SinkError(f"the DLQ producer refused a record: {exc}") from exc
 
 
-def _text(value: object) -> str:
-    """A header value UTF-8 can hold: cut as the DLQ cuts it, lone surrogates escaped."""
-    text = str(value)[:MAX_HEADER_CHARS]
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
 
 
 def _nbytes(part: bytes | str | None) -> int:
@@ -173,12 +166,7 @@ def _strip(letter: _Letter, part: str, why: str) -> None:
     data = letter.key if part == "key" else letter.value
     if data is None:
         return
-    raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
-    letter.headers[f"{part}_bytes"] = str(len(raw))
-    letter.headers[f"{part}_sha256"] = hashlib.sha256(raw).hexdigest()
-    dropped = letter.headers.get("dropped")
-    note = f"{part}: {why}"
-    letter.headers["dropped"] = f"{dropped}; {note}" if dropped else note
+    letter.headers.update(dropped(part, data, why, letter.headers.get("dropped")))
     if part == "key":
         letter.key = None
     else:

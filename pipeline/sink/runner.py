@@ -56,7 +56,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from elasticsearch import Elasticsearch
 
 from pipeline.codecs.codec import AvroCodec, codecs_from_config
-from pipeline.edges.spool import producer_config
+from pipeline.kafka.producer import producer_config
 from pipeline.kafka.topics import ensure_topics
 from pipeline.runtime.config import Config
 from pipeline.runtime.crashguard import CrashGuard, GuardBusyError

@@ -30,6 +30,7 @@ from pipeline.core.model import JobEvent
 from pipeline.fold import fold as fold_events
 from pipeline.parsers import FORMATS, parse_parts, split_records
 from pipeline.runtime.errors import ParseError
+from pipeline.runtime.invocation import get_config
 
 __all__ = ["Reader", "fold", "parse"]
 
@@ -118,8 +119,6 @@ def _source_options(func: Callable[..., Any]) -> Callable[..., Any]:
 def _reader(ctx: click.Context, fmt: str, cluster: str | None, jobspec: Path | None,
             r_path: Path | None, job_id: str | None) -> Reader:
     if cluster is None:
-        from pipeline.cli import get_config  # the CLI module imports this one
-
         cluster = get_config(ctx).cluster
     return Reader(fmt=fmt, cluster=cluster,
                   jobspec=jobspec.read_bytes() if jobspec else None,

@@ -26,6 +26,10 @@ heavy; out-of-memory jobs near their memory). The truth has the ``cpu_eff_pct``,
 ``mem_max_pct`` and ``gpu_util_pct`` those steps give (None where there is no usage:
 Flux, jobs that never ran, GPU jobs without gpuutil accounting). Usage comes from its own
 random stream as well: the jobs themselves are unchanged.
+
+The record shapes are :mod:`pipeline.tooling.workload_records`'s. The rest is one class
+because every job, Flux or Slurm, is drawn from the same random streams and clock, in the
+order the seed fixes; splitting the schedulers apart would only pass that state around.
 """
 
 from __future__ import annotations
@@ -36,11 +40,21 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from pipeline.core.fluid import f58_encode
 from pipeline.core.model import job_key
+from pipeline.tooling.workload_records import (
+    env_bytes,
+    flux_pending,
+    hostlist_text,
+    iso_time,
+    pick_weighted,
+    sacct_step,
+    slurm_number,
+    squeue_pending,
+    tres_entry,
+)
 
 __all__ = ["GeneratedRecord", "Workload", "WorkloadSpec"]
 
@@ -88,6 +102,8 @@ GPU_UTIL_ACCOUNTED = 0.75
 MEM_PER_CPU_MB = 2000
 #: seconds after the end at which the sacct poll reports a job
 SACCT_DELAY_S = 2.0
+#: The usage of a job without any (Flux; a Slurm job that never ran)
+_NO_USAGE: dict[str, Any] = {"cpu_eff_pct": None, "mem_max_pct": None, "gpu_util_pct": None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,8 +230,8 @@ class Workload:
         }
         cancelled_pending = outcome == "cancelled_pending"
         ta = t0 + wait
-        events, reason = _flux_pending(t0, ta, uid, jobid, cancelled_pending,
-                                       _pick(self._reasons, FLUX_WAITS))
+        events, reason = flux_pending(t0, ta, uid, jobid, cancelled_pending,
+                                       pick_weighted(self._reasons, FLUX_WAITS))
         truth: dict[str, Any] = {"cluster": cluster, "scheduler": "flux", "job_id": str(jobid),
                                  "job_id_f58": f58_encode(jobid), "uid": uid, "bank": bank,
                                  "queue": queue, "job_name": name, "state": "done",
@@ -237,7 +253,7 @@ class Workload:
         ranks = f"{first_rank}-{first_rank + nodes - 1}" if nodes > 1 else str(first_rank)
         r_v1 = {"version": 1, "execution": {
             "R_lite": [{"rank": ranks, "children": children}], "starttime": ta,
-            "expiration": ta + timelimit, "nodelist": [_hostlist(hosts)]}}
+            "expiration": ta + timelimit, "nodelist": [hostlist_text(hosts)]}}
         ts = ta + 0.05
         te = ts + run
         events += [(ta, "alloc", None), (ta + 0.01, "prolog-start", {"description": "prolog"}),
@@ -319,7 +335,7 @@ class Workload:
                                  "user": user, "uid": uid, "bank": bank, "queue": partition,
                                  "qos": qos, "job_name": name, "state": "done",
                                  "pending_reason": None, **_NO_USAGE}
-        reason = _pick(self._reasons, SLURM_REASONS)
+        reason = pick_weighted(self._reasons, SLURM_REASONS)
         polls = [(t_submit, reason)]
         if wait >= SLURM_REPOLL_MIN_WAIT_S:
             # squeue polled again half-way, the job one step further along its wait
@@ -327,7 +343,7 @@ class Workload:
             polls.append((t0 + wait / 2, reason))
         for t_poll, poll_reason in polls:
             self._emit(GeneratedRecord(float(t_poll), cluster, "slurm", "slurm-squeue", key,
-                                       _squeue_pending(cluster, jobid, name, user, uid, bank,
+                                       squeue_pending(cluster, jobid, name, user, uid, bank,
                                                        partition, qos, t_submit, limit_min,
                                                        nodes, cores, tres_req, poll_reason)))
         state, exit_code, signal = {
@@ -345,17 +361,17 @@ class Workload:
                     "SLURM_JOB_ACCOUNT": bank, "SLURM_JOB_USER": user,
                     "SLURM_JOB_UID": str(uid), "SLURM_JOB_GID": str(uid),
                     "SLURM_JOB_GROUP": user, "SLURM_JOB_NAME": name,
-                    "SLURM_JOB_PARTITION": partition, "SLURM_JOB_NODELIST": _hostlist(hosts),
+                    "SLURM_JOB_PARTITION": partition, "SLURM_JOB_NODELIST": hostlist_text(hosts),
                     "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_JOB_RESTART_COUNT": "0"}
         if started:
             truth.update(nnodes=nodes, ncores=cores, ngpus=gpus, nodelist=hosts,
                          cancelled_before_start=False)
             self._emit(GeneratedRecord(float(t_start), cluster, "slurm", "slurm-hook", key,
-                                       _env({**base_env, "SLURM_SCRIPT_CONTEXT":
+                                       env_bytes({**base_env, "SLURM_SCRIPT_CONTEXT":
                                              "prolog_slurmctld",
                                              "JOBSTREAM_HOOK_TIME": f"{t_start:.3f}"})))
             self._emit(GeneratedRecord(float(t_end), cluster, "slurm", "slurm-hook", key,
-                                       _env({**base_env, "SLURM_SCRIPT_CONTEXT":
+                                       env_bytes({**base_env, "SLURM_SCRIPT_CONTEXT":
                                              "epilog_slurmctld",
                                              "SLURM_JOB_EXIT_CODE":
                                              str(exit_code << 8 | signal),
@@ -366,13 +382,13 @@ class Workload:
             t_start = t_end = t_submit + max(int(wait), 1)
         record = {
             "jobid": jobid, "username": user, "user_id": uid, "groupname": user,
-            "group_id": uid, "@start": _iso(t_start), "@end": _iso(t_end),
+            "group_id": uid, "@start": iso_time(t_start), "@end": iso_time(t_end),
             "elapsed": t_end - t_start if started else 0, "partition": partition,
-            "alloc_node": "login1", "nodes": _hostlist(hosts) if started else "",
+            "alloc_node": "login1", "nodes": hostlist_text(hosts) if started else "",
             "total_cpus": cores if started else 0, "total_nodes": nodes if started else 0,
             "derived_ec": "0:0", "exit_code": f"{exit_code}:{signal}", "state": state,
             "cpu_hours": cores * (t_end - t_start) / 3600 if started else 0.0,
-            "@submit": _iso(t_submit), "@eligible": _iso(t_submit),
+            "@submit": iso_time(t_submit), "@eligible": iso_time(t_submit),
             "@queue_wait": t_start - t_submit, "work_dir": f"/home/{user}/{name}",
             "cluster": cluster, "qos": qos, "time_limit": limit_min * 60, "job_name": name,
             "tres_req": tres_req, "account": bank,
@@ -386,7 +402,7 @@ class Workload:
         if started:
             job = {"job_id": jobid, "cluster": cluster, "name": name, "user": user,
                    "group": user, "account": bank, "partition": partition, "qos": qos,
-                   "working_directory": f"/home/{user}/{name}", "nodes": _hostlist(hosts),
+                   "working_directory": f"/home/{user}/{name}", "nodes": hostlist_text(hosts),
                    "allocation_nodes": nodes, "restart_cnt": 0, "state": state,
                    "exit_code": (exit_code, signal), "limit_min": limit_min,
                    "times": (t_submit, t_start, t_end), "cores": cores, "gpus": gpus}
@@ -401,7 +417,7 @@ class Workload:
         give (what parse_sacct computes from them, so the truth is exact up to float
         rounding)."""
         rng = self._usage
-        profile = "memory_heavy" if outcome == "oom" else _pick(rng, USAGE_PROFILES)
+        profile = "memory_heavy" if outcome == "oom" else pick_weighted(rng, USAGE_PROFILES)
         (cpu_lo, cpu_hi), (mem_lo, mem_hi) = _PROFILE_RANGES[profile]
         if outcome == "oom":
             mem_lo, mem_hi = 96.0, 100.0
@@ -416,13 +432,13 @@ class Workload:
         rss = int(rng.uniform(mem_lo, mem_hi) / 100 * mem_node_mb * 2**20)
         gpu_util = round(rng.uniform(*((0.0, 9.0) if profile == "idle" else (40.0, 98.0))))
         gpu_accounted = bool(gpus) and rng.random() < GPU_UTIL_ACCOUNTED
-        steps = [_sacct_step(f"{job['job_id']}.batch", "batch", elapsed, batch_us,
+        steps = [sacct_step(f"{job['job_id']}.batch", "batch", elapsed, batch_us,
                              rss // 8, None),
-                 _sacct_step(f"{job['job_id']}.0", job["name"], elapsed, cpu_us - batch_us,
+                 sacct_step(f"{job['job_id']}.0", job["name"], elapsed, cpu_us - batch_us,
                              rss, gpu_util if gpu_accounted else None)]
         code, sig = job["exit_code"]
-        alloc = [_tres("cpu", cores, 1), _tres("mem", cores * MEM_PER_CPU_MB, 2),
-                 _tres("node", nodes, 4), _tres("billing", cores, 5)]
+        alloc = [tres_entry("cpu", cores, 1), tres_entry("mem", cores * MEM_PER_CPU_MB, 2),
+                 tres_entry("node", nodes, 4), tres_entry("billing", cores, 5)]
         if gpus:
             alloc.append({"type": "gres", "name": "gpu", "id": 1001, "count": gpus})
         record = {
@@ -431,18 +447,18 @@ class Workload:
             "partition": job["partition"], "qos": job["qos"],
             "working_directory": job["working_directory"], "nodes": job["nodes"],
             "allocation_nodes": nodes, "restart_cnt": 0,
-            "array": {"job_id": 0, "task_id": _number(None), "task": ""},
-            "het": {"job_id": 0, "job_offset": _number(None)},
+            "array": {"job_id": 0, "task_id": slurm_number(None), "task": ""},
+            "het": {"job_id": 0, "job_offset": slurm_number(None)},
             "state": {"current": [job["state"]], "reason": "None"},
             "exit_code": {"status": ["SIGNALED" if sig else "SUCCESS" if code == 0
                                      else "ERROR"],
-                          "return_code": _number(code), "signal": {"id": _number(sig or None),
-                                                                   "name": ""}},
+                          "return_code": slurm_number(code),
+                          "signal": {"id": slurm_number(sig or None), "name": ""}},
             "time": {"elapsed": elapsed, "submission": t_submit, "eligible": t_submit,
                      "start": t_start, "end": t_end, "suspended": 0,
-                     "limit": _number(job["limit_min"])},
-            "required": {"CPUs": cores, "memory_per_cpu": _number(MEM_PER_CPU_MB),
-                         "memory_per_node": _number(None)},
+                     "limit": slurm_number(job["limit_min"])},
+            "required": {"CPUs": cores, "memory_per_cpu": slurm_number(MEM_PER_CPU_MB),
+                         "memory_per_node": slurm_number(None)},
             "tres": {"allocated": alloc, "requested": alloc},
             "steps": steps,
         }
@@ -456,107 +472,3 @@ class Workload:
                  "mem_max_pct": 100.0 * (rss / 2**20) / mem_node_mb,
                  "gpu_util_pct": float(gpu_util) if gpu_accounted else None}
         return json.dumps(doc, separators=(",", ":")).encode(), usage
-
-
-#: The usage of a job without any (Flux; a Slurm job that never ran)
-_NO_USAGE: dict[str, Any] = {"cpu_eff_pct": None, "mem_max_pct": None, "gpu_util_pct": None}
-
-
-def _number(value: int | None) -> dict[str, Any]:
-    """Slurm's ``{set, infinite, number}`` integer (unset for None)."""
-    return {"set": value is not None, "infinite": False, "number": value or 0}
-
-
-def _tres(kind: str, count: int, tres_id: int) -> dict[str, Any]:
-    return {"type": kind, "name": "", "id": tres_id, "count": count}
-
-
-def _sacct_step(step_id: str, name: str, elapsed: int, cpu_us: int, rss_bytes: int,
-                gpu_util: int | None) -> dict[str, Any]:
-    """One step of a sacct record: its CPU time (90 % user, 10 % system), its MaxRSS and,
-    where accounted, its mean GPU utilisation."""
-    user_us = cpu_us * 9 // 10
-    system_us = cpu_us - user_us
-    average = [{"type": "gres", "name": "gpuutil", "id": 1002, "count": gpu_util}] \
-        if gpu_util is not None else []
-    return {
-        "time": {"elapsed": elapsed,
-                 "user": {"seconds": user_us // 10**6, "microseconds": user_us % 10**6},
-                 "system": {"seconds": system_us // 10**6,
-                            "microseconds": system_us % 10**6}},
-        "step": {"id": step_id, "name": name}, "state": ["COMPLETED"],
-        "tres": {"requested": {"max": [_tres("mem", rss_bytes, 2)], "min": [],
-                               "average": average, "total": []}},
-    }
-
-
-def _pick(rng: random.Random, weights: dict[str, int]) -> str:
-    return rng.choices(list(weights), weights=list(weights.values()))[0]
-
-
-def _flux_pending(t0: float, ta: float, uid: int, jobid: int, cancelled: bool, how: str
-                  ) -> tuple[list[tuple[float, str, dict[str, Any] | None]], str]:
-    """The RFC 21 events of a Flux job's wait from ``t0`` until ``ta`` (its alloc, or its
-    cancel), and the reason it waits for at ``ta``. A held or dependent job is released
-    half-way, unless it is cancelled: then it waits held, or for its dependency, to the end.
-    """
-    submit = {"userid": uid, "urgency": 0 if how == "held" else 16, "flags": 0, "version": 1}
-    events: list[tuple[float, str, dict[str, Any] | None]] = [(t0, "submit", submit)]
-    release = t0 + (ta - t0) / 2
-    if how == "dependency":
-        # on a job submitted just before (the id is only a description to the fold)
-        dep = {"description": f"after-success={f58_encode(jobid - (1 << 22))}"}
-        events += [(t0 + 0.005, "dependency-add", dep), (t0 + 0.01, "validate", None)]
-        if cancelled:
-            return events, "dependency"
-        events += [(release, "dependency-remove", dep), (release + 0.01, "depend", None),
-                   (release + 0.02, "priority", {"priority": 16})]
-        return events, "resources"
-    events += [(t0 + 0.01, "validate", None), (t0 + 0.02, "depend", None)]
-    if how == "held":
-        events.append((t0 + 0.03, "priority", {"priority": 0}))
-        if cancelled:
-            return events, "held"
-        events += [(release, "urgency", {"userid": uid, "urgency": 16}),
-                   (release + 0.01, "priority", {"priority": 16})]
-        return events, "resources"
-    events.append((t0 + 0.03, "priority", {"priority": 16}))
-    return events, "resources"
-
-
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def _env(env: dict[str, str]) -> bytes:
-    return "".join(f"{k}={v}\n" for k, v in sorted(env.items())).encode()
-
-
-def _hostlist(hosts: list[str]) -> str:
-    """A compact Slurm/RFC 29 host list of consecutive ``<prefix><NNN>`` names."""
-    if len(hosts) == 1:
-        return hosts[0]
-    prefix = hosts[0][:-3]
-    return f"{prefix}[{hosts[0][-3:]}-{hosts[-1][-3:]}]"
-
-
-def _squeue_pending(cluster: str, jobid: int, name: str, user: str, uid: int, bank: str,
-                    partition: str, qos: str, t_submit: int, limit_min: int, nodes: int,
-                    cores: int, tres_req: str, reason: str) -> bytes:
-    """A ``squeue --json`` (data_parser v0.0.38, Slurm 22.05) document with one pending job
-    waiting for ``reason``."""
-    job = {
-        "account": bank, "array_job_id": 0, "array_task_id": None, "array_task_string": "",
-        "cluster": cluster, "cpus": cores, "eligible_time": t_submit, "end_time": 0,
-        "exit_code": 0, "group_id": uid, "group_name": user, "job_id": jobid,
-        "job_state": "PENDING", "name": name, "nodes": "", "node_count": nodes,
-        "partition": partition, "qos": qos, "restart_cnt": 0, "start_time": 0,
-        "state_reason": reason, "submit_time": t_submit, "time_limit": limit_min,
-        "tres_req_str": tres_req, "user_id": uid, "user_name": user, "het_job_id": 0,
-        "het_job_offset": 0, "current_working_directory": f"/home/{user}/{name}",
-    }
-    doc = {"meta": {"plugin": {"type": "openapi/v0.0.38", "name": "Slurm OpenAPI v0.0.38"},
-                    "Slurm": {"version": {"major": 22, "micro": 8, "minor": 5},
-                              "release": "22.05.8"}},
-           "errors": [], "jobs": [job]}
-    return json.dumps(doc, separators=(",", ":")).encode()

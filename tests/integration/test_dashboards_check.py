@@ -23,12 +23,8 @@ from pipeline.dashboards import render
 from pipeline.dashboards.builder import es_target, metric, panel, terms
 from pipeline.dashboards.check import Checker, Status
 from pipeline.dashboards.datasources import DATASOURCES, JOBS_BY_END, JOBS_BY_SUBMIT
-from pipeline.dashboards.grafana_query import (
-    TimeRange,
-    build_search,
-    substitute,
-    variable_values,
-)
+from pipeline.dashboards.grafana_query import build_search, substitute, variable_values
+from pipeline.dashboards.grafana_time import TimeRange
 from pipeline.runtime.config import Config
 from pipeline.sink.names import Family, alias_name
 from pipeline.sink.templates import ensure_indices

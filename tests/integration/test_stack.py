@@ -121,7 +121,7 @@ def test_producers_place_a_job_where_the_worker_keeps_it(
     partitioner (aiokafka's murmur2, the Java client's) gives it, on a real broker."""
     from aiokafka.partitioner import DefaultPartitioner
 
-    from pipeline.edges.spool import producer_config
+    from pipeline.kafka.producer import producer_config
 
     topic = f"{stack_cfg.topics.raw}-partitioner"
     partitions = 12

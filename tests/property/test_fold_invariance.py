@@ -1,4 +1,4 @@
-"""The fold does not depend on the order or duplication of its events (design section 5).
+"""The fold does not depend on the order or duplication of its events (docs/design.md, section 5).
 
 Generated job event sets are deliberately messy: equal timestamps, events with and without
 ``seq``, several sources, copies of one ``event_id`` with different content, Slurm submit

@@ -16,30 +16,28 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
+from agents_factory import anonymizer, canonical, enricher, jobs_stage
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.jobs import ActiveJobs, JobsStage, job_partition
+from agents.routing import job_partition
 from agents.states import JobStates, decode_state
 from pipeline.codecs.codec import AvroCodec, raw_to_avro
 from pipeline.codecs.wire import Wire, fit_event
-from pipeline.core.anonymize import Anonymizer
-from pipeline.core.enrich import Enricher
 from pipeline.core.model import RawRecord
 from pipeline.fold import JobFold, doc_id, fold
-from pipeline.kafka.topics import canonical_topic
 from pipeline.parsers.normalize import normalize
 from pipeline.runtime.config import Config
 from pipeline.tooling.workload import Workload, WorkloadSpec
 
 CFG = Config()
 PARTITIONS = CFG.kafka.partitions
-RAW, CANONICAL = CFG.topics.raw, canonical_topic(CFG.worker.app_id)
+RAW, CANONICAL = CFG.topics.raw, canonical(CFG)
 WIRE = Wire(CFG)
 STATE_CODEC = AvroCodec("JobState")
+ENRICHER, ANONYMIZER = enricher(CFG), anonymizer(CFG)
 
 
 @dataclass
@@ -93,15 +91,9 @@ class Outputs:
         self.pending = []
 
 
-def worker() -> Any:
-    consumer = SimpleNamespace(topic_partitions=lambda topic: PARTITIONS)
-    return SimpleNamespace(
-        cfg=CFG, wire=WIRE, app=SimpleNamespace(consumer=consumer),
-        raw=SimpleNamespace(get_topic_name=lambda: RAW),
-        canonical=SimpleNamespace(get_topic_name=lambda: CANONICAL),
-        enricher=Enricher.from_config(CFG.enrich.passwd_file, CFG.enrich.users_file,
-                                      CFG.enrich.topology_file),
-        anonymizer=Anonymizer.from_config(CFG.anonymize.fields, CFG.anonymize.key_file))
+def indexed(doc: dict[str, Any]) -> dict[str, Any]:
+    """A job document as the worker emits it: enriched, anonymized."""
+    return ANONYMIZER.document(ENRICHER.facts(doc))
 
 
 def workload(seed: int, jobs: int) -> list[tuple[bytes, bytes]]:
@@ -116,8 +108,7 @@ def workload(seed: int, jobs: int) -> list[tuple[bytes, bytes]]:
 def expected(records: list[tuple[bytes, bytes]]) -> dict[str, dict[str, Any]]:
     events = [fit_event(ev, CFG.worker.max_event_bytes)[0]
               for _, value in records for ev in normalize(WIRE.decode_raw(value))]
-    w = worker()
-    return {doc_id(d): as_state(w.anonymizer.document(w.enricher.facts(d))) for d in fold(events)}
+    return {doc_id(d): as_state(indexed(d)) for d in fold(events)}
 
 
 def as_state(doc: dict[str, Any]) -> dict[str, Any]:
@@ -139,8 +130,8 @@ async def run(records: list[tuple[bytes, bytes]], rng: random.Random, kills: int
     kill_at = sorted(rng.sample(range(1, len(records) * 2), kills))
     taken = 0
     while True:
-        stage = JobsStage(worker(), outputs, JobStates(table), ActiveJobs(),  # type: ignore[arg-type]
-                          lambda m: logs[m.topic, m.partition].acked.add(m.offset))
+        stage = jobs_stage(CFG, wire=WIRE, outputs=outputs, states=JobStates(table),
+                           acknowledge=lambda m: logs[m.topic, m.partition].acked.add(m.offset))
         positions = {tp: log.committed for tp, log in logs.items()}
         killed = False
         while not killed:
@@ -208,8 +199,7 @@ def test_batches_kills_and_rekeying_give_the_offline_documents(
                 states[doc_id(doc)] = doc  # the sink keeps the highest revision
     assert states == want
 
-    w = worker()
-    folded = {doc_id(d): as_state(w.anonymizer.document(w.enricher.facts(d)))
+    folded = {doc_id(d): as_state(indexed(d))
               for state in map(decode_state, table.values()) if state is not None
               for d in JobFold.from_dict(state).documents()}
     assert folded == want

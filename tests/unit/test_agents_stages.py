@@ -9,9 +9,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from agents_factory import Message, RecordedOutputs, Sent, jobs_stage
 
+from agents.active_jobs import ActiveJobs
 from agents.canonical import RecentIds
-from agents.jobs import ActiveJobs, topic_partitions
+from agents.jobs import JobsStage
+from agents.routing import topic_partitions
 from agents.states import JobStates, decode_state, encode_state
 from agents.watchdog import PartitionProgress, stalled
 from pipeline.codecs.wire import encode_canonical
@@ -35,8 +38,6 @@ def test_recent_ids_drop_only_exact_copies() -> None:
 
 
 def test_a_bad_raw_record_is_rejected_with_its_reason_and_where_it_was_read() -> None:
-    from types import SimpleNamespace
-
     from agents.canonical import Rejected, canonical_events, dlq_headers
     from pipeline.codecs.wire import Wire
 
@@ -44,10 +45,10 @@ def test_a_bad_raw_record_is_rejected_with_its_reason_and_where_it_was_read() ->
     with pytest.raises(Rejected) as bad:
         canonical_events(wire, b"not avro", 10_000)
     assert bad.value.reason == "not-avro"
-    message = SimpleNamespace(topic="hpc.jobs.raw", partition=2, offset=41)
+    message = Message(topic="hpc.jobs.raw", partition=2, offset=41)
     assert dict(dlq_headers(message, bad.value)) == {
         "reason": b"not-avro", "stage": b"normalize", "error": bad.value.error.encode(),
-        "source": b"hpc.jobs.raw[2]@41"}
+        "origin": b"hpc.jobs.raw[2]@41"}
 
     class Broken:  # a parser bug must not stop the stream: the record is rejected
         def decode_raw(self, data: bytes) -> None:
@@ -142,15 +143,12 @@ def test_the_watchdog_tells_a_stuck_partition_and_why() -> None:
     assert found["a"].startswith("not fetching") and found["b"].startswith("not acknowledged")
 
 
-def _taken(batch: object, topic: str, partition: int, offset: int) -> None:
-    from types import SimpleNamespace
-
-    batch.took(SimpleNamespace(  # type: ignore[attr-defined]
-        topic=topic, partition=partition, offset=offset))
+def _taken(batch: Any, topic: str, partition: int, offset: int) -> None:
+    batch.took(Message(topic=topic, partition=partition, offset=offset))
 
 
 def test_a_batch_waits_longer_for_its_timer_while_the_worker_catches_up() -> None:
-    from agents.jobs import STATE_FLUSH_BEHIND_S, STATE_FLUSH_S, Batch
+    from agents.batch import STATE_FLUSH_BEHIND_S, STATE_FLUSH_S, Batch
 
     assert not Batch().due(1e9, lambda: False)  # nothing to end
     batch = Batch()
@@ -163,21 +161,12 @@ def test_a_batch_waits_longer_for_its_timer_while_the_worker_catches_up() -> Non
 
 
 def test_behind_counts_the_records_waiting_past_the_batch_by_the_high_watermarks() -> None:
-    from types import SimpleNamespace
+    from agents.batch import BEHIND_RECORDS
+    from agents.routing import OfflineKafka
 
-    from agents.jobs import BEHIND_RECORDS, Batch, JobsStage
-
-    ends: dict[tuple[str, int], int | None] = {}
-
-    def highwater(tp: tuple[str, int]) -> int | None:
-        if tp not in ends:
-            raise AssertionError("Partition is not assigned")  # as aiokafka says it
-        return ends[tp]
-
-    stage = JobsStage.__new__(JobsStage)
-    stage.worker = SimpleNamespace(app=SimpleNamespace(  # type: ignore[assignment]
-        consumer=SimpleNamespace(highwater=highwater)))
-    stage.batch = Batch()
+    kafka = OfflineKafka(4)
+    ends = kafka.ends  # a partition without one is not assigned, as aiokafka says it
+    stage = jobs_stage(kafka=kafka)
     _taken(stage.batch, "raw", 0, 99)
     _taken(stage.batch, "raw", 1, 9)
     _taken(stage.batch, "canonical", 0, 0)
@@ -243,48 +232,22 @@ def test_active_jobs_give_back_the_summaries_they_were_given() -> None:
     assert sizes == {0: 44, 1: 44, 2: 44, 3: 56, 4: 56}
 
 
-Sent = list[tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]] | None]]
+def stage_of(sent: list[Sent], acked: list[int], states: JobStates | None = None
+             ) -> JobsStage:
+    """A jobs stage whose outputs keep what is sent in ``sent``, without Kafka."""
+    return jobs_stage(outputs=RecordedOutputs(sent), states=states,
+                      acknowledge=lambda m: acked.append(m.offset))
 
 
-def stage_of(sent: Sent, acked: list[int], states: JobStates | None = None) -> Any:
-    """A jobs stage over outputs that keep what is sent, without Kafka."""
-    from agents.jobs import JobsStage
-    from pipeline.codecs.wire import Wire
-    from pipeline.core.anonymize import Anonymizer
-    from pipeline.core.enrich import Enricher
-    from pipeline.kafka.topics import canonical_topic
-
-    cfg = Config()
-    canonical = canonical_topic(cfg.worker.app_id)
-
-    class Outputs:
-        def send(self, topic: str, key: bytes | None, value: bytes | None,
-                 headers: list[tuple[str, bytes]] | None = None) -> None:
-            sent.append((topic, key, value, headers))
-
-        async def flush(self) -> None:
-            pass
-
-    worker = SimpleNamespace(
-        cfg=cfg, wire=Wire(cfg), app=SimpleNamespace(consumer=None),
-        raw=SimpleNamespace(get_topic_name=lambda: cfg.topics.raw),
-        canonical=SimpleNamespace(get_topic_name=lambda: canonical),
-        enricher=Enricher.from_config(cfg.enrich.passwd_file, cfg.enrich.users_file,
-                                      cfg.enrich.topology_file),
-        anonymizer=Anonymizer.from_config(cfg.anonymize.fields, cfg.anonymize.key_file))
-    return JobsStage(worker, Outputs(), states or JobStates({}), ActiveJobs(),  # type: ignore[arg-type]
-                     lambda m: acked.append(m.offset))
-
-
-def take_all(stage: Any, events: list[JobEvent]) -> None:
+def take_all(stage: JobsStage, events: list[JobEvent]) -> None:
     import asyncio
 
-    from agents.jobs import job_partition
+    from agents.routing import job_partition
 
     for offset, ev in enumerate(events):
         key = ev.key.encode()
-        stage.take(SimpleNamespace(topic=stage.canonical, partition=job_partition(key, 8),
-                                   offset=offset, key=key, value=encode_canonical(ev)))
+        stage.take(Message(topic=stage.canonical, partition=job_partition(key, 8),
+                           offset=offset, key=key, value=encode_canonical(ev)))
     asyncio.run(stage.flush())
 
 
@@ -293,7 +256,7 @@ def test_a_job_state_the_schema_cannot_hold_goes_to_the_dlq_and_the_stream_goes_
     it, here read back from the canonical topic) makes a state whose times do not fit the
     schema's longs: the state goes to the DLQ as JSON, the batch's other jobs' states go
     out, and every record is acknowledged."""
-    sent: Sent = []
+    sent: list[Sent] = []
     acked: list[int] = []
     take_all(stage_of(sent, acked), [submit("7", t=1e17), submit("8")])
 
@@ -312,7 +275,7 @@ def test_a_job_state_over_its_budget_goes_to_the_dlq_and_the_job_goes_on_from_it
     """A state that cannot fit the jobs table's budget even with one event of each kind
     (here a tiny budget) is not written: its latest document goes to the DLQ, stage state,
     the other jobs' states go out, every record is acknowledged."""
-    sent: Sent = []
+    sent: list[Sent] = []
     acked: list[int] = []
     table: dict[bytes, bytes] = {}
     states = JobStates(table, max_bytes=600)
@@ -333,7 +296,7 @@ def test_a_job_state_over_its_budget_goes_to_the_dlq_and_the_job_goes_on_from_it
 def test_an_event_that_cannot_be_emitted_goes_to_the_dlq_and_its_neighbours_go_on() -> None:
     """An event whose eventlog position is beyond the events schema's long (a foreign
     producer's canonical record): the event goes to the DLQ as its JSON, stage fold."""
-    sent: Sent = []
+    sent: list[Sent] = []
     acked: list[int] = []
     take_all(stage_of(sent, acked), [replace(submit("7"), seq=2**70), submit("8")])
     cfg = Config()
@@ -372,13 +335,12 @@ def test_a_record_the_worker_died_on_twice_goes_to_the_dlq_unhandled(tmp_path: A
     cfg = Config()
     canonical = canonical_topic(cfg.worker.app_id)
     guard = died_twice_at(tmp_path / "g", (canonical, 3, 41))
-    sent: Sent = []
+    sent: list[Sent] = []
     acked: list[int] = []
     stage = stage_of(sent, acked)
     stage.guard = guard
     poison = encode_canonical(submit("7"))
-    stage.take(SimpleNamespace(topic=canonical, partition=3, offset=41, key=b"c:7",
-                               value=poison))
+    stage.take(Message(topic=canonical, partition=3, offset=41, key=b"c:7", value=poison))
     take_all(stage, [submit("8")])
     [dead] = [s for s in sent if s[0] == cfg.topics.dlq]
     headers = dict(dead[3] or [])
@@ -391,7 +353,7 @@ def test_a_record_the_worker_died_on_twice_goes_to_the_dlq_unhandled(tmp_path: A
 
 def test_a_job_the_worker_died_writing_twice_goes_to_the_dlq(tmp_path: Any) -> None:
     cfg = Config()
-    sent: Sent = []
+    sent: list[Sent] = []
     acked: list[int] = []
     stage = stage_of(sent, acked)
     stage.guard = died_twice_at(tmp_path / "g", "job c:7")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from pipeline.dashboards.answers import classify_error, has_data
 from pipeline.dashboards.check import (
     Status,
     TargetReport,
-    _classify,
-    _has_data,
     _panel_status,
     _uid,
 )
@@ -80,15 +79,15 @@ def test_data_in_nested_buckets() -> None:
         return {"aggregations": {"2": {"buckets": [
             {"key": "batch", "doc_count": 3, "3": {"buckets": list(leaves)}}]}}}
 
-    assert not _has_data(target, response(empty_bucket, no_value))
-    assert _has_data(target, response(empty_bucket, value))
+    assert not has_data(target, response(empty_bucket, no_value))
+    assert has_data(target, response(empty_bucket, value))
     raw = {"metrics": [{"id": "1", "type": "raw_data"}]}
-    assert not _has_data(raw, {"hits": {"hits": []}})
-    assert _has_data(raw, {"hits": {"hits": [{"_id": "x"}]}})
+    assert not has_data(raw, {"hits": {"hits": []}})
+    assert has_data(raw, {"hits": {"hits": [{"_id": "x"}]}})
     filters = {"metrics": [{"id": "1", "type": "count"}],
                "bucketAggs": [{"id": "2", "type": "filters", "settings": {"filters": [
                    {"query": "a"}]}}]}
-    assert _has_data(filters, {"aggregations": {"2": {"buckets": {"a": {"doc_count": 2}}}}})
+    assert has_data(filters, {"aggregations": {"2": {"buckets": {"a": {"doc_count": 2}}}}})
 
 
 def test_panel_status() -> None:
@@ -106,14 +105,14 @@ def test_error_classification() -> None:
                                   "reason": "Fielddata is disabled on [job_name.text] in "
                                             "[hpc-jobs]. Text fields are not optimised"}],
                   "type": "search_phase_execution_exception", "reason": "all shards failed"}
-    assert _classify(text_terms, "")[0] == "type-mismatch"
+    assert classify_error(text_terms, "")[0] == "type-mismatch"
     unknown_agg = {"root_cause": [{"type": "x_content_parse_exception",
                                    "reason": "[1:80] Unknown aggregation type [derivative] "
                                              "did you mean [...]?"}]}
-    assert _classify(unknown_agg, "")[0] == "unsupported-aggregation"
+    assert classify_error(unknown_agg, "")[0] == "unsupported-aggregation"
     missing = {"type": "index_not_found_exception", "reason": "no such index [x]"}
-    assert _classify(missing, "")[0] == "missing-index"
-    assert _classify("boom", "boom") == ("es-error", "boom")
+    assert classify_error(missing, "")[0] == "missing-index"
+    assert classify_error("boom", "boom") == ("es-error", "boom")
 
 
 def test_data_source_references() -> None:

@@ -14,7 +14,7 @@ import pipeline.runtime.metrics  # noqa: F401 - registers the jobstream metrics
 from pipeline.dashboards import health, render
 from pipeline.dashboards.check import Checker, Status
 from pipeline.dashboards.datasources import PROMETHEUS
-from pipeline.dashboards.grafana_query import TimeRange
+from pipeline.dashboards.grafana_time import TimeRange
 
 BOARD = health.build()
 

@@ -10,17 +10,19 @@ from __future__ import annotations
 import pytest
 
 from pipeline.dashboards.grafana_query import (
+    build_search,
+    clamp_auto_interval_ms,
+    substitute,
+    variable_values,
+)
+from pipeline.dashboards.grafana_time import (
     QueryError,
     TimeRange,
     auto_interval_ms,
-    build_search,
-    clamp_auto_interval_ms,
     go_duration,
     parse_duration_ms,
     parse_time,
     round_interval_ms,
-    substitute,
-    variable_values,
 )
 
 FROM, TO = 1_795_000_000_000, 1_795_021_600_000  # six hours

@@ -123,7 +123,7 @@ class TestFluid:
 # --- hostlists and idsets ------------------------------------------------------------------
 
 class TestHostlist:
-    @pytest.mark.parametrize(("text", "hosts"), [  # RFC 29 table of flux.md
+    @pytest.mark.parametrize(("text", "hosts"), [  # RFC 29's table
         ("[1-3,5-6]", ["1", "2", "3", "5", "6"]),
         ("foo[1-5]", [f"foo{i}" for i in range(1, 6)]),
         ("foo[0-4]-eth2", [f"foo{i}-eth2" for i in range(5)]),
@@ -205,7 +205,7 @@ class TestR:
 
 # --- jobspec ---------------------------------------------------------------------------
 
-#: flux.md 3.1: what ``flux submit -N2 -n8 -c4 -g1 -q pbatch -B guests -t 2h
+#: RFC 25 jobspec V1: what ``flux submit -N2 -n8 -c4 -g1 -q pbatch -B guests -t 2h
 #: --job-name=lmp lmp -in in.lj`` gives.
 LMP_JOBSPEC = {
     "version": 1,

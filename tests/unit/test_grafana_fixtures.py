@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 from datafiles import SHARED, shared_path
 
-from pipeline.dashboards.grafana_query import TimeRange, build_search
+from pipeline.dashboards.grafana_query import build_search
+from pipeline.dashboards.grafana_time import TimeRange
 
 FROM_MS, TO_MS = 1668422437218, 1668422625668
 TIME_FIELD = "testtime"

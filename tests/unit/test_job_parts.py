@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from agents_factory import Message, RecordedOutputs, jobs_stage
 from click.testing import CliRunner
 from datafiles import vector
 
@@ -64,14 +64,14 @@ def test_a_parser_bug_in_one_job_is_that_jobs_internal_error(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from pipeline.parsers import parse_parts, slurm_json
 
-    real = slurm_json._squeue_job
+    real = slurm_json.squeue_job
 
     def buggy(job: Any, w: str) -> Any:
         if job["job_id"] == 3:
             raise KeyError("a bug")
         return real(job, w)
 
-    monkeypatch.setattr(slurm_json, "_squeue_job", buggy)
+    monkeypatch.setattr(slurm_json, "squeue_job", buggy)
     parts = parse_parts("slurm-squeue", json.dumps(SQUEUE).encode(), cluster="c")
     error = parts[2].error
     assert error is not None and error.reason == "internal-error" and "KeyError" in error.message
@@ -140,60 +140,24 @@ def test_the_workers_canonical_events_carry_the_rejected_parts() -> None:
 
 # --------------------------------------------------------------------------- the worker
 
-class _Outputs:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, bytes | None, bytes | None, dict[str, bytes]]] = []
-
-    def send(self, topic: str, key: bytes | None, value: bytes | None,
-             headers: list[tuple[str, bytes]] | None = None) -> None:
-        self.sent.append((topic, key, value, dict(headers or ())))
-
-    def poll(self) -> None:
-        pass
-
-    async def flush(self) -> None:
-        pass
-
-
-def _stage(cfg: Config) -> tuple[Any, _Outputs]:
-    from agents.jobs import ActiveJobs, JobsStage
-    from agents.states import JobStates
-    from pipeline.codecs.wire import Wire
-    from pipeline.core.anonymize import Anonymizer
-    from pipeline.core.enrich import Enricher
-    from pipeline.kafka.topics import canonical_topic
-
-    consumer = SimpleNamespace(topic_partitions=lambda topic: cfg.kafka.partitions)
-    worker = SimpleNamespace(
-        cfg=cfg, wire=Wire(cfg), app=SimpleNamespace(consumer=consumer), name="parts",
-        raw=SimpleNamespace(get_topic_name=lambda: cfg.topics.raw),
-        canonical=SimpleNamespace(get_topic_name=lambda: canonical_topic(cfg.worker.app_id)),
-        enricher=Enricher.from_config(cfg.enrich.passwd_file, cfg.enrich.users_file,
-                                      cfg.enrich.topology_file),
-        anonymizer=Anonymizer.from_config(cfg.anonymize.fields, cfg.anonymize.key_file))
-    outputs = _Outputs()
-    return JobsStage(worker, outputs, JobStates({}), ActiveJobs(),  # type: ignore[arg-type]
-                     lambda message: None), outputs
-
-
 def test_the_jobs_stage_dead_letters_the_bad_job_and_folds_its_neighbours() -> None:
     from pipeline.runtime.metrics import DLQ_RECORDS
 
     cfg = Config()
-    stage, outputs = _stage(cfg)
+    outputs = RecordedOutputs()
+    stage = jobs_stage(cfg, outputs=outputs)
     value = AvroCodec("RawRecord").encode(raw_to_avro(raw(BAD_NODES)))
-    message = SimpleNamespace(topic=cfg.topics.raw, partition=0, offset=7, key=None,
-                              value=value)
+    message = Message(topic=cfg.topics.raw, partition=0, offset=7, key=None, value=value)
     counted = DLQ_RECORDS.labels("normalize", "bad-hostlist")._value.get()
     wait = stage.take(message)
     if wait is not None:
         asyncio.run(wait)
-    [dead] = [s for s in outputs.sent if s[0] == cfg.topics.dlq]
-    _, _, payload, headers = dead
-    assert json.loads(payload) == BAD_NODES["jobs"][1]
+    [(_, _, payload, sent_headers)] = outputs.to(cfg.topics.dlq)
+    headers = dict(sent_headers or ())
+    assert json.loads(payload or b"") == BAD_NODES["jobs"][1]
     assert headers["reason"] == b"bad-hostlist" and headers["part"] == b"1"
     assert headers["stage"] == b"normalize" and b"jobs[1]" in headers["error"]
-    assert headers["source"] == f"{cfg.topics.raw}[0]@7".encode()
+    assert headers["origin"] == f"{cfg.topics.raw}[0]@7".encode()
     assert DLQ_RECORDS.labels("normalize", "bad-hostlist")._value.get() == counted + 1
     # the neighbours' events go on (re-keyed through the canonical topic: no raw key)
     keyed = {s[1] for s in outputs.sent if s[0] != cfg.topics.dlq}

@@ -18,7 +18,7 @@ from pipeline.runtime.errors import JobstreamError
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: The job document's fields of design section 4; dashboards depend on these names.
+#: The job document's fields (docs/design.md, section 5); dashboards depend on these names.
 JOB_DOCUMENT_FIELDS = """
     cluster scheduler job_id job_name array_id array_task user uid group bank queue qos
     state result exit_code signal cancelled_before_start exceptions requeue_count

@@ -1,8 +1,8 @@
 """The Slurm parsers against the real 22.05 vectors and the derived fixtures.
 
-Real records: tests/data/vectors/slurm (values stated in its README and slurm.md 4.4).
+Real records: tests/data/vectors/slurm (values stated in its README).
 Derived records: tests/data/slurm (see its README: each is built from a real vector and the
-shapes reference/slurm.md documents, not produced by a running Slurm).
+shapes docs/slurm.md describes, not produced by a running Slurm).
 """
 
 from __future__ import annotations
@@ -127,7 +127,8 @@ class TestJobcompVector:
         assert end.facts["t_end"] == T + 2
 
     def test_time_limit_is_seconds_in_jobcomp(self) -> None:
-        # --time=10 (minutes) is written as time_limit 600 by jobcomp (slurm.md 4.6)
+        # --time=10 (minutes) is written as time_limit 600 by jobcomp
+        # (docs/slurm.md, "jobcomp records")
         assert one(self.events, "2", "end").facts["timelimit_s"] == 600
 
     def test_one_record_gives_submit_eligible_start_end(self) -> None:

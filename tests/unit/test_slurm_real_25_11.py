@@ -8,8 +8,8 @@ test: the vector README says which job is which (names, array ``-a 1-3``, the he
 cancelled while held, account chem / partition short / qos high / ``-t 10`` of ``acct``,
 ``-c 2`` of ``multi``, ``kill -9 $$`` of ``signal``, ``cancelrun``, ``tlimit`` TIMEOUT);
 the rest of the table below is what that scenario means, written out by hand.
-``scontrol show job --json`` is the same job-info response as ``squeue --json`` (slurm.md
-2.2), so it is read as ``slurm-squeue``.
+``scontrol show job --json`` is the same job-info response as ``squeue --json``
+(docs/slurm.md, "sacct, squeue and scontrol"), so it is read as ``slurm-squeue``.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def test_time_limits(names: tuple[str, ...]) -> None:
     assert got["12"]["timelimit_s"] == 60   # tlimit: one minute, then TIMEOUT
     assert got["12"]["run_s"] >= 60
     # the debug partition is UNLIMITED: no limit, but for the task backfill started,
-    # which Slurm gives 365 days (as 22.05 did, slurm.md 1.4)
+    # which Slurm gives 365 days (as 22.05 did, docs/slurm.md, "jobcomp records")
     assert got["17"]["timelimit_s"] == 365 * 86400
     unlimited = set(JOBS) - {"5", "12", "17"}
     assert {got[j]["timelimit_s"] for j in unlimited} == {None}

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.edges.spool import Drainer, Spool, producer_config, spool_stats
+from pipeline.edges.spool import Drainer, Spool, spool_stats
+from pipeline.kafka.producer import producer_config
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ConfigError, SpoolError
 

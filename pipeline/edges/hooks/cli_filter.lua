@@ -18,31 +18,14 @@ local SPOOL_DIR = "/var/spool/jobstream/submit-spool" -- jobstream:submit_spool_
 
 local MAX_LINE = 4000
 
-local function json_string(s)
-    return '"' .. string.gsub(s, '[%c"\\]', function(c)
-        return string.format("\\u%04x", string.byte(c))
-    end) .. '"'
-end
-
-local function json_line(fields)
-    local parts = {}
-    for key, value in pairs(fields) do
-        local t = type(value)
-        local text
-        if t == "string" then
-            text = json_string(value)
-        elseif t == "boolean" then
-            text = tostring(value)
-        elseif t == "number" and value == math.floor(value) and value >= 0
-                and value <= 9007199254740992 then
-            text = string.format("%.0f", value)
-        end
-        if text then
-            parts[#parts + 1] = json_string(key) .. ":" .. text
-        end
-    end
-    return "{" .. table.concat(parts, ",") .. "}\n"
-end
+-- The JSON encoder (jobstream_json.lua, which install-lua writes beside this file in
+-- slurm.conf's directory), looked up there alone and only for this require; without it
+-- the clients record nothing (record runs under pcall) and submit as before.
+local here = string.match(debug.getinfo(1, "S").source, "^@(.*/)") or "./"
+local saved_path = package.path
+package.path = here .. "?.lua"
+local found, json = pcall(require, "jobstream_json")
+package.path, json = saved_path, found and json or nil
 
 -- The real uid, from the kernel: the environment's USER is the user's to change.
 local function my_uid()
@@ -117,10 +100,10 @@ local function record(offset_or_options, job_id, step_id)
         job_name = request.job_name, time_str = time_str, hold = hold or nil,
         step_id = tonumber(step_id),
     }
-    local line = json_line(fields)
+    local line = json.line(fields)
     if #line > MAX_LINE then
         fields.job_name = nil
-        line = json_line(fields)
+        line = json.line(fields)
         if #line > MAX_LINE then return end
     end
     local f = io.open(SPOOL_DIR .. "/" .. uid .. ".log", "a")

@@ -29,38 +29,20 @@ local INFINITE = 4294967295
 local NICE_OFFSET = 2147483648
 local MAX_LINE = 4000 -- below PIPE_BUF: one write(2), never interleaved
 
-local function json_string(s)
-    return '"' .. string.gsub(s, '[%c"\\]', function(c)
-        return string.format("\\u%04x", string.byte(c))
-    end) .. '"'
-end
-
--- One JSON object of strings, integers and booleans; anything else is left out.
-local function json_line(fields)
-    local parts = {}
-    for key, value in pairs(fields) do
-        local t = type(value)
-        local text
-        if t == "string" then
-            text = json_string(value)
-        elseif t == "boolean" then
-            text = tostring(value)
-        elseif t == "number" and value == math.floor(value) and value >= -9007199254740992
-                and value <= 9007199254740992 then
-            text = string.format("%.0f", value)
-        end
-        if text then
-            parts[#parts + 1] = json_string(key) .. ":" .. text
-        end
-    end
-    return "{" .. table.concat(parts, ",") .. "}\n"
-end
+-- The JSON encoder: jobstream_json.lua from this script's own directory, where
+-- install-lua writes both, with package.path put back at once for the site's policy;
+-- without it slurmctld records nothing (append runs under pcall) and decides as before.
+local here = string.match(debug.getinfo(1, "S").source, "^@(.*/)") or "./"
+local saved_path = package.path
+package.path = here .. "?.lua"
+local found, json = pcall(require, "jobstream_json")
+package.path, json = saved_path, found and json or nil
 
 local function append(fields)
-    local line = json_line(fields)
+    local line = json.line(fields)
     if #line > MAX_LINE then
         fields.job_name, fields.reason = nil, fields.reason and string.sub(fields.reason, 1, 200)
-        line = json_line(fields)
+        line = json.line(fields)
         if #line > MAX_LINE then return end
     end
     local f = io.open(SPOOL_FILE, "a")

@@ -1,8 +1,9 @@
 """Bridge from Slurm's own jobcomp/kafka topics to ``hpc.jobs.raw``.
 
 jobcomp/kafka (Slurm >= 23.02) produces one JSON record per finished job with no key, so
-the default partitioner scatters a job's records (slurm.md 1.3); releases up to 23.11.6
-also append a NUL byte to every value. Since 25.05, ``JobCompParams=enable_job_start``
+the default partitioner scatters a job's records (docs/slurm.md, "jobcomp/kafka
+transport"); releases up to 23.11.6 also append a NUL byte to every value. Since 25.05,
+``JobCompParams=enable_job_start``
 adds a start record per job on a second topic, ``topic_job_start`` (default
 ``<ClusterName>-job-start``; finish records go to ``topic``, default ``<ClusterName>``).
 The bridge consumes both topics, strips the NUL, keys each record by job, spools it, and

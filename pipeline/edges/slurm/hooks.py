@@ -20,7 +20,6 @@ import pwd
 import socketserver
 import stat
 import sys
-import threading
 import time
 from importlib import resources
 from pathlib import Path
@@ -33,9 +32,10 @@ from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ConfigError, JobstreamError, ServiceError
 from pipeline.runtime.files import write_whole
 from pipeline.runtime.netguard import ensure_private_dir
+from pipeline.runtime.servers import ServerThread
 
-__all__ = ["DropDirIngester", "HookListener", "LUA_SCRIPTS", "default_interpreter", "hook_paths",
-           "hook_script", "install_hook", "install_lua"]
+__all__ = ["LUA_MODULES", "LUA_SCRIPTS", "DropDirIngester", "HookListener", "default_interpreter",
+           "hook_paths", "hook_script", "install_hook", "install_lua"]
 
 logger = logging.getLogger(__name__)
 
@@ -109,17 +109,20 @@ def install_hook(cfg: Config, dest: str | Path, *, timeout: float = 0.5,
 
 #: the lua plugins and the slurm.conf line that loads each (from slurm.conf's directory)
 LUA_SCRIPTS = {"job_submit.lua": "JobSubmitPlugins=lua", "cli_filter.lua": "CliFilterPlugins=lua"}
+#: what the plugins require from their own directory (the JSON encoder both use)
+LUA_MODULES = ("jobstream_json.lua",)
 
 
 def install_lua(spool: str | Path, dest_dir: str | Path, *,
                 site_policy: str | Path | None = None) -> list[Path]:
     """Write job_submit.lua and cli_filter.lua (mode 0644) into ``dest_dir`` (slurm.conf's
     directory: Slurm loads them from there) with the submit spool ``spool`` and the site's
-    own job_submit policy ``site_policy`` (default ``<dest_dir>/job_submit.site.lua``)."""
+    own job_submit policy ``site_policy`` (default ``<dest_dir>/job_submit.site.lua``), and
+    beside them the module they require (:data:`LUA_MODULES`), first."""
     dest = Path(dest_dir)
     policy = Path(site_policy) if site_policy else dest / "job_submit.site.lua"
     written = []
-    for name in LUA_SCRIPTS:
+    for name in (*LUA_MODULES, *LUA_SCRIPTS):  # a plugin reloaded at once finds its module
         text = (resources.files("pipeline") / "edges" / "hooks" / name).read_text()
         lines = []
         for line in text.splitlines(keepends=True):
@@ -201,7 +204,7 @@ class HookListener:
         self.path = Path(path)
         self.hook_user = hook_user
         self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self._served: ServerThread | None = None
 
     @property
     def received(self) -> int:
@@ -220,22 +223,16 @@ class HookListener:
             give_to_hook_user(self.path, self.hook_user)
         except OSError as exc:
             raise ServiceError(f"hook socket {self.path}: {exc.strerror}") from exc
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.2},
-                                        name="hook-listener", daemon=True)
-        self._thread.start()
+        self._served = ServerThread(self._server, "hook-listener").start()
         logger.info("hook listener on %s", self.path)
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        if self._served is not None:
+            self._served.stop()
             try:
                 self.path.unlink()
             except OSError:
                 pass
-        if self._thread is not None:
-            self._thread.join(5.0)
 
 
 class DropDirIngester(DirectoryIngester):

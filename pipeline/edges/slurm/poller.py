@@ -1,7 +1,8 @@
 """Reconciliation poller: ``squeue --json`` and ``sacct --json`` every ``poll_interval_s``.
 
 Hooks miss jobs that never start and jobcomp misses jobs that have not ended; the poller
-sees both (slurm.md 6.3, after cc-slurm-adapter). Each poll publishes one record per job:
+sees both (docs/slurm.md, "The poller"; after cc-slurm-adapter). Each poll publishes one
+record per job:
 the command's JSON document with ``jobs`` cut down to that one job (``meta`` and the other
 top-level keys kept), so every record has a job key and stays far below Kafka's message
 size even on a large cluster. A job whose JSON object did not change since the previous
@@ -21,6 +22,9 @@ spools them :data:`CHUNK` records at a time.
 the poll is durably spooled, so a crash re-asks the same window (duplicates, no gap). While
 Slurm is unreachable (command missing, failing, timing out, printing no JSON) the poller
 backs off exponentially up to ``poll_backoff_max_s``.
+
+A little over 400 lines because the two streaming passes, the digest file and the poll
+loop are one job: bounding the edge's memory whatever the size of the cluster.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Point ``JobCompLoc=http://<edge>:<port>/<index>/_doc`` at it (Slurm before 20.11 appends
 ``/slurm/jobcomp`` itself: accepted too). The plugin probes the location with a HEAD
 request when it loads, then POSTs one JSON document per finished job and counts 200/201 as
-indexed; anything else is retried every 30 s from its memory (slurm.md 1.5). So the
+indexed; anything else is retried every 30 s from its memory (docs/slurm.md,
+"jobcomp/elasticsearch transport"). So the
 receiver answers 201 only after the record is in the spool, and 503 when the spool cannot
 take it: Slurm keeps the record and tries again.
 
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
@@ -37,6 +37,7 @@ from pipeline.edges.base import EdgeRuntime, record_key
 from pipeline.runtime.config import SlurmEdgeConfig
 from pipeline.runtime.errors import ConfigError, JobstreamError
 from pipeline.runtime.netguard import AllowList, BasicAuth, RefusalLog, is_loopback
+from pipeline.runtime.servers import ServerThread
 
 __all__ = ["JobcompReceiver", "ReceiverGuard"]
 
@@ -238,7 +239,7 @@ class JobcompReceiver:
         self._port = port
         self.guard = guard or ReceiverGuard.from_config(runtime.cfg.edge.slurm)
         self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self._served: ServerThread | None = None
 
     @property
     def port(self) -> int:
@@ -260,15 +261,9 @@ class JobcompReceiver:
             from pipeline.runtime.errors import ServiceError
             raise ServiceError(f"jobcomp receiver cannot listen on {self.host}:{self._port}: "
                                f"{exc.strerror}; set edge.slurm.receiver_port") from exc
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.2},
-                                        name="jobcomp-receiver", daemon=True)
-        self._thread.start()
+        self._served = ServerThread(self._server, "jobcomp-receiver").start()
         logger.info("jobcomp receiver on %s", self.url)
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(5.0)
+        if self._served is not None:
+            self._served.stop()

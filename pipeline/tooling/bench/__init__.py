@@ -1,4 +1,4 @@
-"""``jobstream bench``: the figures of design section 6, measured in one run on the local stack.
+"""``jobstream bench``: the targets of docs/design.md measured in one run on the local stack.
 
 Every figure is taken on the same machine in the same run, so that the targets can be
 stated as *ratios* (end-to-end throughput against the ceiling of merely consuming and

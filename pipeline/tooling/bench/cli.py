@@ -1,4 +1,4 @@
-"""``jobstream bench``: the design's section 6 figures in one run on the local stack."""
+"""``jobstream bench``: the figures of docs/design.md ("Targets") in one run on the local stack."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from pipeline.cli import get_config
+from pipeline.runtime.invocation import get_config
 from pipeline.tooling.bench.report import figures_table, write_json
 from pipeline.tooling.bench.run import OPTIONAL_PHASES, PHASES, BenchOptions, run_bench
 

@@ -45,7 +45,7 @@ PHASES = ("ceilings", "baseline", "e2e", "replay", "latency", "memory")
 #: ``memos`` one job with ``memos`` memo events against as many ordinary events
 OPTIONAL_PHASES = ("slurm-edge", "memos")
 
-#: design section 6
+#: docs/design.md, "Targets"
 TARGET_RATIO = 0.5
 TARGET_P99_S = 1.5
 #: what one worker may spend per event so that the flow keeps up on a small machine

@@ -24,7 +24,6 @@ from pipeline.codecs.wire import Wire
 from pipeline.core.anonymize import Anonymizer
 from pipeline.core.enrich import Enricher
 from pipeline.fold import doc_id
-from pipeline.kafka.topics import canonical_topic
 from pipeline.runtime.config import Config
 from pipeline.tooling.bench.feed import Feed, raw_record
 
@@ -66,14 +65,15 @@ class _Outputs:
 
 def stage_cost(cfg: Config, feed: Feed) -> StageCost:
     """The jobs stage's CPU over ``feed`` (module docstring)."""
-    from agents.app import Worker
+    from agents.active_jobs import ActiveJobs
     from agents.cli import GC_THRESHOLDS
-    from agents.jobs import ActiveJobs, JobsStage, job_partition
+    from agents.jobs import JobsStage
+    from agents.routing import OfflineKafka, job_partition
     from agents.states import JobStates
 
     wire = Wire(cfg)
     partitions = cfg.kafka.partitions
-    raw_topic, canonical = cfg.topics.raw, canonical_topic(cfg.worker.app_id)
+    raw_topic = cfg.topics.raw
     records = []
     for offset, rec in enumerate(feed.records):
         key = rec.key.encode()
@@ -81,17 +81,12 @@ def stage_cost(cfg: Config, feed: Feed) -> StageCost:
             topic=raw_topic, partition=job_partition(key, partitions), offset=offset, key=key,
             value=wire.codecs["raw"].encode(raw_to_avro(raw_record(rec)))))
     outputs = _Outputs(cfg.topics.state)
-    app = SimpleNamespace(consumer=SimpleNamespace(topic_partitions=lambda _: partitions))
-    worker = Worker(
-        cfg=cfg, app=app, name="bench-stage", jobs={}, outputs=outputs,  # type: ignore[arg-type]
-        raw=SimpleNamespace(get_topic_name=lambda: raw_topic),
-        canonical=SimpleNamespace(get_topic_name=lambda: canonical),
+    stage = JobsStage(
+        cfg, wire=wire, outputs=outputs, kafka=OfflineKafka(partitions),
         anonymizer=Anonymizer.from_config(cfg.anonymize.fields, cfg.anonymize.key_file),
         enricher=Enricher.from_config(cfg.enrich.passwd_file, cfg.enrich.users_file,
                                       cfg.enrich.topology_file),
-        wire=wire)
-    stage = JobsStage(worker, outputs, JobStates({}), ActiveJobs(),  # type: ignore[arg-type]
-                      lambda message: None)
+        states=JobStates({}), active=ActiveJobs(), acknowledge=lambda message: None)
 
     async def run() -> None:
         for message in records:

@@ -17,23 +17,20 @@ first record of each job only) so that a million jobs never sit in memory at onc
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from confluent_kafka.admin import AdminClient
 from rich.console import Console
 
 from pipeline.kafka.positions import Positions
 from pipeline.kafka.topics import canonical_topic, ensure_topics
-from pipeline.runtime.children import config_env, log_tail
+from pipeline.runtime.children import Child, log_tail
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ServiceError
 from pipeline.tooling.bench.feed import workload_spec
@@ -139,28 +136,9 @@ def _slurm_edge_cfg(cfg: Config, sources: Path, *, timeout: float,
         "poll_interval_s": poll_interval_s, "command_timeout_s": timeout}})
 
 
-class _Edge:
-    """``python -m pipeline.edges <args>`` with ``cfg``; output to ``log``."""
-
-    def __init__(self, cfg: Config, args: list[str], log: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("JOBSTREAM_")}
-        env.update(config_env(cfg))
-        log.parent.mkdir(parents=True, exist_ok=True)
-        self.log = log
-        self._fh: IO[bytes] = log.open("ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "pipeline.edges", *args], env=env,
-                                     stdin=subprocess.DEVNULL, stdout=self._fh,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._fh.close()
+def _edge(cfg: Config, args: list[str], log: Path) -> Child:
+    """``python -m pipeline.edges <args>`` with ``cfg``, started; output to ``log``."""
+    return Child("edge", cfg, args, log, module="pipeline.edges").start()
 
 
 @dataclass
@@ -196,15 +174,15 @@ def run_slurm_edge(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: fl
     rss = RssSampler(0.1)
     started = time.monotonic()
     # the next poll starts a second after the first ended
-    edge = _Edge(_slurm_edge_cfg(cfg, sources, timeout=timeout, poll_interval_s=1.0),
+    edge = _edge(_slurm_edge_cfg(cfg, sources, timeout=timeout, poll_interval_s=1.0),
                  ["-v", "slurm"], logs / "edge-slurm.log")
     try:
-        rss.watch("slurm", edge.proc.pid)
+        rss.watch("slurm", edge.pid)
         rss.start()
         deadline = time.monotonic() + timeout
         with console.status(f"slurm-edge: the edge polls {slurm_jobs} jobs twice"):
             while True:
-                if edge.proc.poll() is not None:
+                if edge.poll() is not None:
                     raise ServiceError(f"the Slurm edge exited:\n{log_tail(edge.log)}")
                 polls = edge.log.read_text(errors="replace").count(_POLL_LINE)
                 published = _ends(positions, raw)
@@ -244,11 +222,11 @@ def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float
     with flow(cfg, logs, sink=False) as f:
         flux_cfg = cfg.replace(cluster="bench-flux")
         slurm_cfg = _slurm_edge_cfg(cfg, sources, timeout=timeout, poll_interval_s=86400.0)
-        edges = [_Edge(flux_cfg, ["flux", "--recorded", str(sources / "journal.jsonl")],
+        edges = [_edge(flux_cfg, ["flux", "--recorded", str(sources / "journal.jsonl")],
                        logs / "edge-flux.log"),
-                 _Edge(slurm_cfg, ["slurm"], logs / "edge-slurm.log")]
-        edge_rss.watch("flux", edges[0].proc.pid)
-        edge_rss.watch("slurm", edges[1].proc.pid)
+                 _edge(slurm_cfg, ["slurm"], logs / "edge-slurm.log")]
+        edge_rss.watch("flux", edges[0].pid)
+        edge_rss.watch("slurm", edges[1].pid)
         edge_rss.start()
         try:
             deadline = time.monotonic() + timeout
@@ -257,12 +235,12 @@ def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float
                                 "them"):
                 while True:
                     f.check()
-                    if edges[0].proc.poll() not in (None, 0):
+                    if edges[0].poll() not in (None, 0):
                         raise ServiceError(f"the Flux edge failed:\n{log_tail(edges[0].log)}")
-                    if edges[1].proc.poll() is not None:
+                    if edges[1].poll() is not None:
                         raise ServiceError(f"the Slurm edge exited:\n{log_tail(edges[1].log)}")
                     published = _ends(positions, raw)
-                    if published >= jobs and edges[0].proc.poll() == 0:
+                    if published >= jobs and edges[0].poll() == 0:
                         break
                     if published > progress[0]:
                         progress = (published, time.monotonic())

@@ -8,9 +8,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from pipeline.cli import get_config
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ServiceError
+from pipeline.runtime.invocation import get_config
 from pipeline.tooling.stack import SERVICES, ensure_up, status, stop
 
 __all__ = ["stack"]

@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from elasticsearch import Elasticsearch
 from rich.console import Console
 
-from pipeline.edges.spool import producer_config
+from pipeline.kafka.producer import producer_config
 from pipeline.runtime.config import Config, load_config
 from pipeline.runtime.errors import JobstreamError, ServiceError
 from pipeline.tooling.stack import ensure_up

@@ -68,7 +68,7 @@ def run_lua(*chunks: str) -> None:
 
 
 @pytest.fixture
-def scripts(tmp_path: Path) -> dict[str, str]:
+def scripts(tmp_path: Path) -> dict[str, Path]:
     spool = tmp_path / "spool"
     spool.mkdir()
     policy = tmp_path / "site.lua"
@@ -81,27 +81,58 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     return slurm.SUCCESS
 end
 """)
-    return {p.name: p.read_text() for p in install_lua(spool, tmp_path / "etc",
-                                                       site_policy=policy)}
+    return {p.name: p for p in install_lua(spool, tmp_path / "etc", site_policy=policy)}
+
+
+def dofile(path: Path) -> str:
+    """A chunk that runs the installed script from its file, as Slurm does (so that it
+    finds the module installed beside it)."""
+    return f"dofile({json.dumps(str(path))})\n"
 
 
 def spool_lines(tmp_path: Path, name: str) -> list[dict[str, Any]]:
     return [json.loads(x) for x in (tmp_path / "spool" / name).read_text().splitlines()]
 
 
-def test_install_lua_writes_the_configured_paths(scripts: dict[str, str],
+def test_install_lua_writes_the_configured_paths(scripts: dict[str, Path],
                                                  tmp_path: Path) -> None:
-    assert sorted(scripts) == ["cli_filter.lua", "job_submit.lua"]
+    assert sorted(scripts) == ["cli_filter.lua", "job_submit.lua", "jobstream_json.lua"]
+    assert {p.parent for p in scripts.values()} == {tmp_path / "etc"}
     spool = json.dumps(str(tmp_path / "spool"))
-    for text in scripts.values():
-        assert f"local SPOOL_DIR = {spool} -- jobstream:submit_spool_dir" in text
+    for name in ("cli_filter.lua", "job_submit.lua"):
+        assert f"local SPOOL_DIR = {spool} -- jobstream:submit_spool_dir" in \
+            scripts[name].read_text()
     assert f'local SITE_POLICY = {json.dumps(str(tmp_path / "site.lua"))}' in \
-        scripts["job_submit.lua"]
+        scripts["job_submit.lua"].read_text()
 
 
-def test_cli_filter_records_the_job_id_and_what_was_asked(scripts: dict[str, str],
+def test_the_json_module_writes_integers_a_double_holds_exactly(
+        scripts: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    run_lua(STAND_IN, f"""
+package.path = {json.dumps(str(tmp_path / "etc") + "/?.lua")}
+local json = require("jobstream_json")
+local f = io.open({json.dumps(str(out))}, "w")
+f:write(json.line({{n = -5, big = 2^53, low = -2^53, over = 2^53 + 2, half = 1.5,
+                   s = 'a"' .. string.char(92, 9), yes = true}}))
+f:close()
+""")
+    assert json.loads(out.read_text()) == {"n": -5, "big": 2**53, "low": -(2**53),
+                                           "s": 'a"\\\t', "yes": True}
+
+
+def test_a_plugin_without_its_json_module_never_fails_a_submission(
+        scripts: dict[str, Path], tmp_path: Path) -> None:
+    scripts["jobstream_json.lua"].unlink()
+    run_lua(STAND_IN, dofile(scripts["cli_filter.lua"]),
+            "assert(slurm_cli_pre_submit({}, 0) == slurm.SUCCESS)\n"
+            "assert(slurm_cli_post_submit(0, 42, 0) == slurm.SUCCESS)\n")
+    assert not (tmp_path / "spool" / f"{os.getuid()}.log").exists()
+
+
+def test_cli_filter_records_the_job_id_and_what_was_asked(scripts: dict[str, Path],
                                                           tmp_path: Path) -> None:
-    run_lua(STAND_IN, scripts["cli_filter.lua"], """
+    run_lua(STAND_IN, dofile(scripts["cli_filter.lua"]), """
 local opts = {partition = "short", account = "physics", ["job-name"] = 'a "q" b',
               time = "1-0", hold = "set"}
 assert(slurm_cli_pre_submit(opts, 0) == slurm.SUCCESS)
@@ -113,9 +144,9 @@ assert(slurm_cli_post_submit(0, 42, 4294967294) == slurm.SUCCESS)
                    "time_str": "1-0", "hold": True, "step_id": 4294967294}
 
 
-def test_cli_filter_passes_on_only_what_the_user_set(scripts: dict[str, str],
+def test_cli_filter_passes_on_only_what_the_user_set(scripts: dict[str, Path],
                                                      tmp_path: Path) -> None:
-    run_lua(STAND_IN, scripts["cli_filter.lua"], """
+    run_lua(STAND_IN, dofile(scripts["cli_filter.lua"]), """
 assert(slurm_cli_pre_submit({hold = "unset", time = "INFINITE", partition = ""}, 0)
        == slurm.SUCCESS)
 assert(slurm_cli_post_submit(0, "43", 0) == slurm.SUCCESS)
@@ -125,18 +156,18 @@ assert(slurm_cli_post_submit(0, "43", 0) == slurm.SUCCESS)
         "kind": "submit", "job_id": 43, "uid": os.getuid(), "step_id": 0}
 
 
-def test_cli_filter_never_fails_a_submission_without_a_spool(scripts: dict[str, str],
+def test_cli_filter_never_fails_a_submission_without_a_spool(scripts: dict[str, Path],
                                                              tmp_path: Path) -> None:
     (tmp_path / "spool").rmdir()
-    run_lua(STAND_IN, scripts["cli_filter.lua"],
+    run_lua(STAND_IN, dofile(scripts["cli_filter.lua"]),
             "assert(slurm_cli_pre_submit({}, 0) == slurm.SUCCESS)\n"
             "assert(slurm_cli_post_submit(0, 42, 0) == slurm.SUCCESS)\n"
             "assert(slurm_cli_post_submit(0, nil, nil) == slurm.SUCCESS)\n")
 
 
-def test_job_submit_records_changes_and_refusals(scripts: dict[str, str],
+def test_job_submit_records_changes_and_refusals(scripts: dict[str, Path],
                                                  tmp_path: Path) -> None:
-    run_lua(STAND_IN, scripts["job_submit.lua"], """
+    run_lua(STAND_IN, dofile(scripts["job_submit.lua"]), """
 local NO_VAL = 4294967294
 assert(slurm_job_submit({name = "ok", partition = "debug"}, {}, 1001) == slurm.SUCCESS)
 assert(slurm_job_submit({name = "bad", partition = "short", user_name = "alice"}, {}, 1001)
@@ -160,20 +191,20 @@ assert(slurm_job_modify({time_limit = NO_VAL, priority = 4294967295, nice = 2147
 
 
 def test_job_submit_accepts_when_the_spool_is_gone_and_refuses_for_a_broken_policy(
-        scripts: dict[str, str], tmp_path: Path) -> None:
+        scripts: dict[str, Path], tmp_path: Path) -> None:
     (tmp_path / "spool").rmdir()
-    run_lua(STAND_IN, scripts["job_submit.lua"],
+    run_lua(STAND_IN, dofile(scripts["job_submit.lua"]),
             'assert(slurm_job_submit({name = "ok"}, {}, 1) == slurm.SUCCESS)\n'
             'assert(slurm_job_submit({name = "bad"}, {}, 1) == slurm.ERROR)\n')
     (tmp_path / "site.lua").write_text("this is not lua")
-    run_lua(STAND_IN, scripts["job_submit.lua"],
+    run_lua(STAND_IN, dofile(scripts["job_submit.lua"]),
             'assert(slurm_job_submit({name = "ok"}, {}, 1) == slurm.ERROR)\n')
 
 
-def test_without_a_site_policy_everything_is_accepted(scripts: dict[str, str],
+def test_without_a_site_policy_everything_is_accepted(scripts: dict[str, Path],
                                                       tmp_path: Path) -> None:
     (tmp_path / "site.lua").unlink()
-    run_lua(STAND_IN, scripts["job_submit.lua"],
+    run_lua(STAND_IN, dofile(scripts["job_submit.lua"]),
             'assert(slurm_job_submit({name = "bad"}, {}, 1) == slurm.SUCCESS)\n')
     assert not (tmp_path / "spool" / "slurmctld.log").exists()
 

@@ -1,10 +1,12 @@
-"""agents.delivery: the fetch loop's hand-over of a message, run at once when it does not
+"""Contract of agents.faust_patches.delivery: mode's ``wait_first`` makes a task of every
+hand-over of Faust's fetch loop; the patched one runs a hand-over at once when it does not
 wait, and as Faust ran it when it does (a full queue, a suspended flow, a stopped
 consumer)."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -12,7 +14,7 @@ from typing import Any
 import pytest
 from mode import Service
 
-from agents import delivery
+from agents.faust_patches import delivery
 
 
 class Fetching(Service):
@@ -34,6 +36,43 @@ def run(body: Callable[[Fetching], Awaitable[Any]]) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a coroutine never awaited nor closed
         return asyncio.run(main())
+
+
+def test_fausts_fetch_loop_hands_over_through_wait_first_with_the_suspension() -> None:
+    """The one call the patch recognizes: ``wait_first(callback(message),
+    self.suspend_flow.wait())`` in ``Consumer._drain_messages``."""
+    from faust.transport.consumer import Consumer
+    source = inspect.getsource(Consumer._drain_messages)
+    assert "await self.wait_first(\n" in source
+    assert "callback(message), self.suspend_flow.wait()" in source
+    assert delivery._SUSPEND_WAIT is asyncio.Event.wait.__code__
+
+
+def test_modes_wait_first_makes_a_task_of_a_delivery_that_does_not_wait() -> None:
+    """What the patch replaces: a task for the delivery, the suspension, the consumer's
+    ``stopped`` and ``crashed`` events, even when the delivery never waits."""
+    async def body(c: Fetching) -> tuple[Any, int]:
+        made = []
+        loop = asyncio.get_running_loop()
+        factory = loop.get_task_factory()
+
+        def counting(loop: Any, coro: Any, **kw: Any) -> Any:
+            made.append(coro)
+            return asyncio.Task(coro, loop=loop, **kw) if factory is None else factory(
+                loop, coro, **kw)
+
+        async def deliver() -> str:
+            return "put"
+
+        loop.set_task_factory(counting)
+        try:
+            result = await delivery.FAUST_WAIT_FIRST(c, deliver(), c.suspend_flow.wait())
+        finally:
+            loop.set_task_factory(factory)
+        return result, len(made)
+
+    result, tasks = run(body)
+    assert result.results == ["put"] and tasks == 4
 
 
 def test_a_delivery_that_does_not_wait_runs_at_once_without_tasks() -> None:
@@ -143,6 +182,8 @@ def test_with_the_flow_suspended_or_the_consumer_stopped_faust_hands_over(event:
 
 def test_apply_puts_it_in_place_of_fausts() -> None:
     from faust.transport.consumer import Consumer
+    from mode import Service as ModeService
+    assert delivery.FAUST_WAIT_FIRST is ModeService.wait_first
     delivery.apply()
     delivery.apply()
     assert Consumer.wait_first is delivery._wait_first

@@ -11,6 +11,9 @@ Asking for ``worker.fetch_min_bytes`` within ``worker.fetch_max_wait_ms`` lets t
 records of that interval come in one answer; a backlog still comes as fast as the broker
 sends it. The values are set on the consumer after Faust made it and before it starts,
 which is when aiokafka builds its fetcher from them.
+
+Patched, process-wide: ``AIOKafkaConsumerThread._create_worker_consumer``, wrapped; the
+values are each app's own (:func:`configure`), Faust's where an app has none.
 """
 
 from __future__ import annotations
@@ -19,21 +22,25 @@ from typing import Any
 
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 
-__all__ = ["apply"]
+__all__ = ["FAUST_CREATE_WORKER_CONSUMER", "apply", "configure"]
 
 #: Faust's own, wrapped
-_FAUST_CREATE = AIOKafkaConsumerThread._create_worker_consumer  # noqa: SLF001
+FAUST_CREATE_WORKER_CONSUMER = AIOKafkaConsumerThread._create_worker_consumer
 
 
 def _create_worker_consumer(self: Any, transport: Any) -> Any:
-    consumer = _FAUST_CREATE(self, transport)
+    consumer = FAUST_CREATE_WORKER_CONSUMER(self, transport)
     fetch = getattr(self.app, "jobstream_fetch", None)
     if fetch is not None:
-        consumer._fetch_min_bytes, consumer._fetch_max_wait_ms = fetch  # noqa: SLF001
+        consumer._fetch_min_bytes, consumer._fetch_max_wait_ms = fetch
     return consumer
 
 
-def apply(app: Any, min_bytes: int, max_wait_ms: int) -> None:
+def configure(app: Any, min_bytes: int, max_wait_ms: int) -> None:
     """Fetch at least ``min_bytes`` or wait ``max_wait_ms`` in ``app``'s worker consumer."""
     app.jobstream_fetch = (min_bytes, max_wait_ms)
-    AIOKafkaConsumerThread._create_worker_consumer = _create_worker_consumer  # type: ignore[method-assign]  # noqa: SLF001
+
+
+def apply() -> None:
+    """Let each app's worker consumer fetch as :func:`configure` set (idempotent)."""
+    AIOKafkaConsumerThread._create_worker_consumer = _create_worker_consumer  # type: ignore[method-assign]

@@ -1,6 +1,7 @@
-"""Faust committing past records it never processed (after a rebalance race, at the head
-of the acknowledged run, on a partition never committed): by Faust's own code, not with
-agents.faust_gaps applied."""
+"""Contract of agents.faust_patches.gaps: Faust committing past records it never processed
+(after a rebalance race, at the head of the acknowledged run, on a partition never
+committed), shown by Faust's own ``Consumer._add_gap``, ``_new_offset`` and
+``perform_seek``; and the patched ones holding the commit back."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from faust.transport.consumer import Consumer
 from faust.types import TP
 from intervaltree import IntervalTree
 
-from agents import faust_gaps
+from agents.faust_patches import gaps
 
 RAW = TP("hpc.jobs.raw", 0)
 RAW_1 = TP("hpc.jobs.raw", 1)
@@ -49,13 +50,13 @@ def consumer_after_the_race(add_gap: Any, earliest: int = 0) -> Any:
 
 
 def test_faust_commits_past_the_unread_records() -> None:
-    c = consumer_after_the_race(faust_gaps.FAUST_ADD_GAP)
+    c = consumer_after_the_race(gaps.FAUST_ADD_GAP)
     # 323-336 never processed, passed (338: Faust's gap also holds 337, acked twice)
-    assert faust_gaps.FAUST_NEW_OFFSET(c, RAW) == 338
+    assert gaps.FAUST_NEW_OFFSET(c, RAW) == 338
 
 
 def test_with_the_gap_refused_the_commit_stands() -> None:
-    faust_gaps.apply()
+    gaps.apply()
     c = consumer_after_the_race(Consumer._add_gap)
     assert Consumer._new_offset(c, RAW) is None
     assert not c._gap[RAW]
@@ -64,7 +65,7 @@ def test_with_the_gap_refused_the_commit_stands() -> None:
 def test_records_retention_deleted_are_passed() -> None:
     """A commit older than the log's start: the records in between are gone for good, and
     only the ones still kept hold the commit back."""
-    faust_gaps.apply()
+    gaps.apply()
     c = consumer_after_the_race(Consumer._add_gap, earliest=400)
     assert Consumer._new_offset(c, RAW) == 400
     c = consumer_after_the_race(Consumer._add_gap, earliest=330)
@@ -79,8 +80,8 @@ def test_a_run_starting_one_past_the_commit_is_not_committed() -> None:
         c._committed_offset[RAW] = 323
         return acked(c, range(324, 400))
 
-    assert faust_gaps.FAUST_NEW_OFFSET(after_the_seek(), RAW) == 400
-    faust_gaps.apply()
+    assert gaps.FAUST_NEW_OFFSET(after_the_seek(), RAW) == 400
+    gaps.apply()
     c = after_the_seek()
     assert Consumer._new_offset(c, RAW) is None
     acked(c, range(323, 324))
@@ -91,9 +92,9 @@ def test_a_partition_never_committed_commits_from_its_first_record() -> None:
     """The agents' buffers cleared by a rebalance held records 0-429 of a partition never
     committed: Faust commits the rest and passes them; sought to its first record, the
     partition commits only once they were read again."""
-    assert faust_gaps.FAUST_NEW_OFFSET(acked(bookkeeping(), range(430, 500)), RAW) == 500
+    assert gaps.FAUST_NEW_OFFSET(acked(bookkeeping(), range(430, 500)), RAW) == 500
     c = acked(bookkeeping(_jobstream_starts={RAW: 0}), range(430, 500))
-    faust_gaps.apply()
+    gaps.apply()
     # not sought since the rebalance: where it starts is not known, nothing is committed
     assert Consumer._new_offset(acked(bookkeeping(), range(0, 500)), RAW) is None
     assert Consumer._new_offset(c, RAW) is None
@@ -120,9 +121,25 @@ def test_after_a_rebalance_partitions_never_committed_are_read_from_their_start(
                     _thread=SimpleNamespace(seek_wait=seek_wait),
                     app=SimpleNamespace(topics=SimpleNamespace(
                         acks_enabled_for=lambda topic: topic == RAW.topic)))
-    faust_gaps.apply()
+    gaps.apply()
     asyncio.run(Consumer.perform_seek(c))
     assert sought == {RAW: 12}  # the commit of RAW_1 stands; the changelog is the table's
     assert c._committed_offset[RAW_1] == 57 and c._jobstream_starts == {RAW: 12}
     acked(c, range(13, 20))
     assert Consumer._new_offset(c, RAW) is None
+
+
+def test_fausts_perform_seek_leaves_a_partition_without_a_commit_where_it_was() -> None:
+    """Faust's own seek after a rebalance: a partition the group never committed is not
+    sought (and has no commit of Faust's), which is what the patched one mends."""
+    sought: list[Any] = []
+
+    async def seek_to_committed() -> dict[TP, int | None]:
+        return {RAW: None, RAW_1: 57}
+
+    c = bookkeeping(_read_offset={RAW: 430}, seek_to_committed=seek_to_committed,
+                    _thread=SimpleNamespace(seek_wait=lambda offsets: sought.append(offsets)))
+    asyncio.run(gaps.FAUST_PERFORM_SEEK(c))
+    assert sought == []
+    assert c._read_offset == {RAW: None, RAW_1: 57}
+    assert c._committed_offset[RAW] is None and c._committed_offset[RAW_1] == 57

@@ -33,6 +33,10 @@ partition's commit stands still, and the watchdog reads it again from its commit
 Records retention deleted are passed. A site whose raw topic is written by a
 transactional producer (markers take offsets) would see every such partition stall;
 jobstream's edges do not use transactions.
+
+Patched, process-wide: ``Consumer._add_gap``, ``Consumer._new_offset`` and
+``Consumer.perform_seek``. :func:`seek` is how the rest of the worker seeks a partition
+(the watchdog), so that the commits know where a partition without one starts.
 """
 
 from __future__ import annotations
@@ -44,13 +48,13 @@ from typing import Any
 
 from faust.transport.consumer import Consumer
 
-__all__ = ["FAUST_ADD_GAP", "FAUST_NEW_OFFSET", "apply", "seek"]
+__all__ = ["FAUST_ADD_GAP", "FAUST_NEW_OFFSET", "FAUST_PERFORM_SEEK", "apply", "seek"]
 
 logger = logging.getLogger(__name__)
 
-#: Faust's own, kept for the tests that show the loss
-FAUST_ADD_GAP = Consumer._add_gap  # noqa: SLF001
-FAUST_NEW_OFFSET = Consumer._new_offset  # noqa: SLF001
+#: Faust's own, wrapped, and kept for the contract tests that show the loss
+FAUST_ADD_GAP = Consumer._add_gap
+FAUST_NEW_OFFSET = Consumer._new_offset
 FAUST_PERFORM_SEEK = Consumer.perform_seek
 
 
@@ -64,7 +68,7 @@ def _starts(consumer: Any) -> dict[Any, int]:
 def _head(consumer: Any, tp: Any) -> int | None:
     """The offset a commit of ``tp`` must start at: its commit, or where it was sought to
     without one (None: not known)."""
-    committed = consumer._committed_offset[tp]  # noqa: SLF001
+    committed = consumer._committed_offset[tp]
     return committed if committed is not None else _starts(consumer).get(tp)
 
 
@@ -84,7 +88,7 @@ async def seek(consumer: Any, offsets: Mapping[Any, int | None]) -> None:
     earliest = await consumer.earliest_offsets(*fresh) if fresh else {}
     to = {tp: offset if offset is not None else earliest.get(tp, 0)
           for tp, offset in offsets.items()}
-    await consumer._thread.seek_wait(to)  # noqa: SLF001
+    await consumer._thread.seek_wait(to)
     _starts(consumer).update({tp: to[tp] for tp in fresh})
 
 
@@ -135,6 +139,6 @@ async def _refuse_gap(self: Any, tp: Any, offset_from: int, offset_to: int) -> N
 
 def apply() -> None:
     """Keep Faust from committing past unprocessed records in this process (idempotent)."""
-    Consumer._add_gap = _refuse_gap  # type: ignore[method-assign]  # noqa: SLF001
-    Consumer._new_offset = _new_offset  # type: ignore[method-assign]  # noqa: SLF001
+    Consumer._add_gap = _refuse_gap  # type: ignore[method-assign]
+    Consumer._new_offset = _new_offset  # type: ignore[method-assign]
     Consumer.perform_seek = _perform_seek  # type: ignore[method-assign]

@@ -15,6 +15,8 @@ end. When it waits (a full queue, flow control), what is left of it runs as a ta
 Faust's own ``wait_first``, as before. When the flow is already suspended, or the
 consumer stopped or crashed, Faust's ``wait_first`` is called as it was. Python 3.12's
 eager tasks would give the first part for free; 3.11 has none, so it is written here.
+
+Patched, process-wide: ``Consumer.wait_first`` (mode's ``Service.wait_first``).
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ async def _resume(coro: Coroutine[Any, Any, Any], waiting: Any) -> Any:
             if waiting is None:
                 await asyncio.sleep(0)
             else:
-                waiting._asyncio_future_blocking = False  # as a task takes it  # noqa: SLF001
+                waiting._asyncio_future_blocking = False  # as a task takes it
                 await asyncio.wait((waiting,))
         except asyncio.CancelledError as exc:
             if waiting is not None:

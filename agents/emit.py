@@ -1,0 +1,73 @@
+"""What the jobs stage emits: each event to ``hpc.jobs.events`` as it is folded, each
+document of a job's state to ``hpc.jobs.state`` at the batch's end; both enriched
+(:mod:`pipeline.core.enrich`), anonymized (:mod:`pipeline.core.anonymize`) and encoded
+with the topic's schema (:class:`pipeline.codecs.wire.Wire`).
+
+An event's free text is anonymized with every identity its job's events state, so the
+job's fold is asked for only when the anonymizer is active. A job state over
+``worker.max_event_bytes``, or one the state topic's schema cannot hold, goes to the DLQ
+(:meth:`agents.dead_letters.DeadLetters.state`) and the job's other documents go on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agents.context import Sender
+from agents.dead_letters import DeadLetters
+from pipeline.codecs.wire import Wire
+from pipeline.core.anonymize import IDENTITY_FIELDS, Anonymizer
+from pipeline.core.enrich import Enricher
+from pipeline.core.model import JobEvent
+from pipeline.fold import JobFold
+from pipeline.runtime.errors import ParseError
+
+__all__ = ["Emitter"]
+
+
+class Emitter:
+    """Sends a job's events and states to ``events`` and ``state`` (module docstring)."""
+
+    def __init__(self, wire: Wire, enricher: Enricher, anonymizer: Anonymizer,
+                 outputs: Sender, dead: DeadLetters, *, events: str, state: str,
+                 max_bytes: int) -> None:
+        self.wire, self.enricher, self.anonymizer = wire, enricher, anonymizer
+        self.outputs, self.dead = outputs, dead
+        self.events, self.state, self.max_bytes = events, state, max_bytes
+
+    def event(self, key: bytes, ev: JobEvent, job: Callable[[bytes], JobFold]) -> None:
+        """One event of the job ``key`` (``job(key)``: its fold, for the identities)."""
+        event = ev.to_dict()
+        event["facts"] = self.enricher.facts(event["facts"])
+        known = self._identities(job(key)) if self.anonymizer.active else ()
+        event = self.anonymizer.event(event, known)
+        self.outputs.send(self.events, key, self.wire.encode_event(event))
+
+    def states(self, key: bytes, message: Any, fold: JobFold
+               ) -> tuple[int, dict[str, Any] | None]:
+        """Every document of the job's state (``message``: the job's last record read, for
+        a DLQ record); the number sent and the last document sent (None: none)."""
+        sent = 0
+        written = None
+        for doc in fold.documents():
+            doc = self.anonymizer.document(self.enricher.facts(doc))
+            try:
+                value = self.wire.encode_state(doc)
+                if len(value) > self.max_bytes:
+                    raise ParseError("too-large", f"the job state is {len(value)} bytes, over "
+                                                  f"worker.max_event_bytes ({self.max_bytes})")
+            except ParseError as exc:
+                self.dead.state(key, message, doc, exc)
+                continue
+            self.outputs.send(self.state, key, value)
+            sent += 1
+            written = doc
+        return sent, written
+
+    def _identities(self, fold: JobFold) -> set[tuple[str, Any]]:
+        """(field, value) of every identity a job's events state (enriched), for the
+        anonymization of free text."""
+        facts = self.enricher.facts
+        return {(f, v) for ev in fold.events() for f, v in facts(ev.facts).items()
+                if f in IDENTITY_FIELDS and v is not None}
