@@ -32,7 +32,7 @@ class ActiveJobs:
     Rebuilt from the table whenever partitions move; updated as states change. A worker
     may track a million pending jobs, so a job costs here its key and a packed summary of
     44 bytes (an 80-byte object), its strings numbered once for all jobs: ~180 bytes,
-    against ~290 for a :class:`JobSummary` of its own (BENCHMARKS.md). Counts of 2**32
+    against ~290 for a :class:`JobSummary` of its own (docs/benchmarks-history.md). Counts of 2**32
     and more (no real job's) take the wide form, 56 bytes (a 96-byte object).
     """
 

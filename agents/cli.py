@@ -11,7 +11,7 @@ __all__ = ["worker"]
 #: Python's cyclic collector, for a process that allocates some hundred objects per event
 #: and frees nearly all of them by reference counting: at the default (700, 10, 10) it ran
 #: every few events and rescanned the Faust, aiokafka and fold-cache objects, 4 % of the
-#: worker's CPU in a bench run, 1 % with these (BENCHMARKS.md, issue 11).
+#: worker's CPU in a bench run, 1 % with these (docs/benchmarks-history.md, issue 11).
 GC_THRESHOLDS = (50_000, 20, 100)
 
 

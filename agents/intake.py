@@ -6,7 +6,7 @@ partition decodes it into an event, puts that in the agent's queue and wakes the
 task, whose stream sets the current event, calls the sensors and acknowledges. The jobs
 stage needs none of it (its records are bytes, it acknowledges them itself once their
 batch is written), and it cost a sixth of the worker's main thread, most of it per
-record (BENCHMARKS.md). Here the conductor's handler of each jobs-topic partition is
+record (docs/benchmarks-history.md). Here the conductor's handler of each jobs-topic partition is
 :meth:`Intake.on_message`, which gives the message to :meth:`JobsStage.take` at once.
 Faust has no setting for a handler of one's own; :func:`agents.faust_patches.hand_over`
 gives it one for this app's conductor only, and every other topic (the table's

@@ -9,7 +9,7 @@ refuses any faust-streaming (or aiokafka) but the one pinned in pyproject.toml
 contract test in ``tests/unit/faust_patches`` that shows, on Faust's own code, the
 behaviour it replaces: after an upgrade, the tests that fail name the patches to revisit.
 
-The patches (the BENCHMARKS.md notes give the figures):
+The patches (the notes in docs/benchmarks-history.md give the figures):
 
 * :mod:`.gaps` -- ``Consumer._add_gap``, ``_new_offset``, ``perform_seek``: Faust commits
   past records it never processed after a rebalance (a fetch-loop gap, a run starting one

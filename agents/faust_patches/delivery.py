@@ -5,7 +5,7 @@ Faust's fetch loop (``Consumer._drain_messages``) hands each message over as
 rebalance suspending the flow need not wait for a callback stuck on a full buffer. mode's
 ``wait_first`` makes a task of each of the two, and of the consumer's ``stopped`` and
 ``crashed`` events, waits on the four with ``asyncio.wait`` and cancels the three that
-lost: about 8 % of the worker's main thread (BENCHMARKS.md), though the callback almost
+lost: about 8 % of the worker's main thread (docs/benchmarks-history.md), though the callback almost
 never waits (it hands the message to the jobs stage, :mod:`agents.intake`, which waits
 only for a full batch's flush).
 

@@ -6,7 +6,7 @@ With a minimum of one byte the broker answers a fetch as soon as one record is t
 at live rates (hundreds of records a second) the consumer thread makes a fetch round trip
 for every few records: its requests, their answers and the hand-over of each to the event
 loop cost the worker about as much as folding the records, and the broker with it
-(BENCHMARKS.md).
+(docs/benchmarks-history.md).
 Asking for ``worker.fetch_min_bytes`` within ``worker.fetch_max_wait_ms`` lets the
 records of that interval come in one answer; a backlog still comes as fast as the broker
 sends it. The values are set on the consumer after Faust made it and before it starts,

@@ -3,7 +3,7 @@
 jobstream writes compact JSON several times for every event (its canonical encoding, the
 Avro event's context and facts, its entry in the job's table value) and for every line
 of a bulk request. The standard library's encoder was a quarter of the jobs stage's CPU
-(BENCHMARKS.md); orjson writes the same text about ten times faster.
+(docs/benchmarks-history.md); orjson writes the same text about ten times faster.
 
 Where the two differ: orjson writes a float below 1e-4 as ``1e-7`` (Python: ``1e-07``),
 which reads back the same, and NaN and infinities as ``null`` (Python: ``NaN`` and

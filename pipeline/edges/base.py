@@ -9,7 +9,8 @@ from pathlib import Path
 
 from pipeline.codecs.codec import AvroCodec, registry_client
 from pipeline.core.model import RawRecord
-from pipeline.edges.spool import Drainer, Spool, spool_dir
+from pipeline.edges.drainer import Drainer
+from pipeline.edges.spool import Spool, spool_dir
 from pipeline.kafka.producer import producer_config
 from pipeline.parsers import parse_parts
 from pipeline.runtime.config import Config

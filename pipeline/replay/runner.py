@@ -57,6 +57,7 @@ from pipeline.runtime.children import Child, free_port, stop_on_signals
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ConfigError, ServiceError
 from pipeline.runtime.invocation import get_config
+from pipeline.sink.cli import generation_option
 from pipeline.sink.names import Family, check_generation, index_pattern
 from pipeline.sink.runner import FOLLOW_INTERVAL_S
 from pipeline.sink.templates import live_generation, swap_aliases
@@ -272,15 +273,8 @@ def _since(_: click.Context, __: click.Parameter, value: str | None) -> int | No
     return int(when.timestamp() * 1000)
 
 
-def _generation(_: click.Context, __: click.Parameter, value: str) -> str:
-    try:
-        return check_generation(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from exc
-
-
 @click.command("replay")
-@click.option("--generation", required=True, callback=_generation,
+@click.option("--generation", required=True, callback=generation_option,
               help="The new index generation to write (v2, v3, ...).")
 @click.option("--since", default=None, callback=_since, metavar="ISO-TIME",
               help="Start at the first raw record of this time (UTC unless it says) "

@@ -173,7 +173,7 @@ class EnrichConfig:
 class SinkConfig:
     #: a batch is written this long after its first record at the latest. With the job
     #: index's 0.5 s refresh this is much of the latency floor; a shorter one writes a job
-    #: more often, as fewer of its states fall in one batch (BENCHMARKS.md)
+    #: more often, as fewer of its states fall in one batch (docs/benchmarks-history.md)
     flush_interval_s: float = 0.25
     max_batch: int = 5000
     #: a batch is written as soon as a poll this long brings nothing more (0: only by

@@ -52,6 +52,6 @@ def map_large_blocks() -> None:
     32 MiB), so that such blocks come from the heap from then on. A worker that tracks
     many jobs frees large blocks all the time (a dict's table when it grows, RocksDB's
     memtable blocks, fetched record batches): after the first of each, the next ones came
-    from the heap, which keeps the pages of the holes they leave (BENCHMARKS.md, issue
+    from the heap, which keeps the pages of the holes they leave (docs/benchmarks-history.md, issue
     11). A fixed threshold stops the raising."""
     _mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD, "MALLOC_MMAP_THRESHOLD_")

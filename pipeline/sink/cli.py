@@ -13,10 +13,12 @@ from pipeline.runtime.invocation import get_config
 from pipeline.sink.names import check_generation
 from pipeline.sink.runner import SinkRunner
 
-__all__ = ["sink"]
+__all__ = ["generation_option", "sink"]
 
 
-def _generation(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
+def generation_option(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
+    """The click callback of a ``--generation`` option (the sink's, the replay's): the
+    generation checked, a bad one a usage error; None when the option was not given."""
     if value is None:
         return None
     try:
@@ -26,7 +28,7 @@ def _generation(_: click.Context, __: click.Parameter, value: str | None) -> str
 
 
 @click.command("sink")
-@click.option("--generation", default=None, callback=_generation,
+@click.option("--generation", default=None, callback=generation_option,
               help="Index generation to write (v1, v2, ...); default: the one the aliases "
                    "point at, following them when a replay moves them.")
 @click.option("--group", "group_id", default=None,

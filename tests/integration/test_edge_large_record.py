@@ -16,7 +16,8 @@ from confluent_kafka import Consumer
 from pipeline.codecs.codec import raw_from_avro
 from pipeline.core.model import RawRecord
 from pipeline.edges.base import EdgeRuntime
-from pipeline.edges.spool import Drainer, Spool
+from pipeline.edges.drainer import Drainer
+from pipeline.edges.spool import Spool
 from pipeline.kafka.producer import DEFAULT_PRODUCER, producer_config
 from pipeline.kafka.topics import RAW_MAX_MESSAGE_BYTES, ensure_topics
 from pipeline.runtime.config import Config

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 
-from pipeline.edges.spool import Drainer, Spool
+from pipeline.edges.drainer import Drainer
+from pipeline.edges.spool import Spool
 from pipeline.kafka.producer import producer_config
 from pipeline.kafka.topics import ensure_topics
 from pipeline.runtime.config import Config

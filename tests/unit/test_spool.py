@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.edges.spool import Drainer, Spool, spool_stats
+from pipeline.edges.drainer import Drainer
+from pipeline.edges.spool import Spool, spool_stats
 from pipeline.kafka.producer import producer_config
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ConfigError, SpoolError

@@ -41,8 +41,8 @@ __all__ = ["CEILING_PASSES", "Rate", "bulk_ceiling", "consume_ceiling", "naive_b
 _IDLE_S = 10.0
 #: reads of the topic for the consume ceiling, the fastest kept: a read lasts a second or
 #: two, and the same code's single read moved by a factor of two between runs
-#: (BENCHMARKS.md); the ceiling is what the process can do, not what the machine's other
-#: work left it
+#: (docs/benchmarks-history.md); the ceiling is what the process can do, not what the
+#: machine's other work left it
 CEILING_PASSES = 3
 
 
