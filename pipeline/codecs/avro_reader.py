@@ -12,7 +12,7 @@ It reads data written with the schema it was compiled from, which is what the co
 of it: resolving an older writer schema to the current one stays with fastavro. It covers
 what :mod:`pipeline.codecs.avro_writer` covers (null, boolean, int, long, float, double, string,
 bytes, arrays, maps, records and references to named records, unions of null and one
-other type) and raises :class:`~pipeline.codecs.avro_writer.Unsupported` for any other schema.
+other type) and raises :class:`~pipeline.codecs.avro_compile.Unsupported` for any other schema.
 The values are fastavro's, field for field: a hypothesis property checks it on every
 schema of ``schemas/`` (``tests/unit/test_avro_reader.py``). A body that is not valid
 raises EOFError, IndexError, ValueError, UnicodeDecodeError or ``struct.error``, which
@@ -26,7 +26,7 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pipeline.codecs.avro_writer import Unsupported, resolve
+from pipeline.codecs.avro_compile import SchemaCompiler, Unsupported, compile_record
 
 __all__ = ["Reader", "compile_reader", "read_long"]
 
@@ -60,22 +60,12 @@ _ENV: dict[str, Any] = {
 }
 
 
-class _Compiler:
+class _Compiler(SchemaCompiler):
     """Source of one function per record type, ``r_<n>(data, pos) -> (dict, pos)``."""
 
-    def __init__(self, named: Mapping[str, Any]) -> None:
-        self.named = dict(named)
-        self.functions: dict[str, str] = {}  # record name -> its function's name
-        self.sources: list[str] = []
-        self._vars = 0
+    prefix = "r"
 
-    def record(self, schema: Mapping[str, Any]) -> str:
-        """The name of the function reading records of ``schema`` (compiled once)."""
-        name = schema["name"]
-        fn = self.functions.get(name)
-        if fn is not None:
-            return fn
-        fn = self.functions[name] = f"r_{len(self.functions)}"
+    def _record(self, fn: str, schema: Mapping[str, Any]) -> list[str]:
         lines = [f"def {fn}(data, pos):", "    size = len(data)"]
         names = []
         for field in schema["fields"]:
@@ -83,19 +73,11 @@ class _Compiler:
             self.value(field["type"], var, lines, 1)
             names.append(f"{field['name']!r}: {var}")
         lines.append(f"    return {{{', '.join(names)}}}, pos")
-        self.sources.append("\n".join(lines))
-        return fn
+        return lines
 
-    def value(self, schema: Any, var: str, lines: list[str], depth: int) -> None:
-        """Lines that read a value of ``schema`` at ``pos`` into ``var``."""
+    def _complex(self, schema: Mapping[str, Any], var: str, lines: list[str],
+                 depth: int) -> None:
         pad = "    " * depth
-        schema = resolve(schema, self.named)
-        if isinstance(schema, list):
-            self._union(schema, var, lines, depth)
-            return
-        if isinstance(schema, str):
-            lines.extend(pad + line for line in _primitive(schema, var, self._var))
-            return
         kind = schema["type"]
         if kind == "record":
             lines.append(f"{pad}{var}, pos = {self.record(schema)}(data, pos)")
@@ -120,11 +102,12 @@ class _Compiler:
         else:
             raise Unsupported(f"type {kind}")
 
-    def _union(self, branches: list[Any], var: str, lines: list[str], depth: int) -> None:
+    def _primitive(self, kind: str, var: str) -> list[str]:
+        return _primitive(kind, var, self._var)
+
+    def _nullable(self, other: Any, null: int, var: str, lines: list[str],
+                  depth: int) -> None:
         pad = "    " * depth
-        if len(branches) != 2 or "null" not in branches:
-            raise Unsupported(f"union {branches!r}: only null and one other type")
-        null = branches.index("null")
         index = self._var()
         # the branch index is a long: 0 is the byte 0, 1 the byte 2 (zig-zag)
         lines += [f"{pad}{index} = data[pos]",
@@ -132,13 +115,9 @@ class _Compiler:
                   f"{pad}if {index} == {2 * null}:",
                   f"{pad}    {var} = None",
                   f"{pad}elif {index} == {2 * (1 - null)}:"]
-        self.value(branches[1 - null], var, lines, depth + 1)
+        self.value(other, var, lines, depth + 1)
         lines += [f"{pad}else:",
                   f"{pad}    raise bad('union index', pos - 1)"]
-
-    def _var(self) -> str:
-        self._vars += 1
-        return f"v{self._vars}"
 
 
 def _long(var: str) -> list[str]:
@@ -183,11 +162,5 @@ def compile_reader(schema: Mapping[str, Any]) -> Reader:
     references): ``read(data, offset)`` reads the body of a record written with this
     schema from ``data`` (bytes) at ``offset`` and returns it with the offset after it.
     Raises :class:`Unsupported` for a schema it does not cover."""
-    if not isinstance(schema, Mapping) or schema.get("type") != "record":
-        raise Unsupported("not a record schema")
-    compiler = _Compiler(schema.get("__named_schemas") or {})
-    top = compiler.record(schema)
-    namespace = dict(_ENV)
-    exec("\n\n".join(compiler.sources), namespace)  # noqa: S102 - source made above
-    reader: Reader = namespace[top]
+    reader: Reader = compile_record(schema, _Compiler, _ENV)
     return reader

@@ -26,41 +26,14 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["Unsupported", "Writer", "compile_writer", "resolve", "write_long"]
+from pipeline.codecs.avro_compile import SchemaCompiler, Unsupported, compile_record
+
+__all__ = ["Unsupported", "Writer", "compile_writer", "write_long"]
 
 Writer = Callable[[Mapping[str, Any], bytearray], None]
 
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
-_PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "string",
-                         "bytes"})
-
-
-class Unsupported(Exception):
-    """The schema has a type this writer does not compile."""
-
-
-def resolve(schema: Any, named: Mapping[str, Any]) -> str | list[Any] | Mapping[str, Any]:
-    """A parsed schema (or a part of one) as what the compilers look at: a union (a list),
-    a primitive's name, or the mapping of a complex type, named references resolved.
-    Raises :class:`Unsupported` for a name not known or a logical type."""
-    if isinstance(schema, list):
-        return schema
-    if isinstance(schema, Mapping) and set(schema) - {"type"} == set() \
-            and isinstance(schema["type"], str):
-        schema = schema["type"]
-    if isinstance(schema, str):
-        if schema in _PRIMITIVES:
-            return schema
-        if schema not in named:
-            raise Unsupported(f"unknown named type {schema}")
-        schema = named[schema]
-    if not isinstance(schema, Mapping):
-        raise Unsupported(f"schema {schema!r}")
-    if "logicalType" in schema:
-        raise Unsupported(f"logical type {schema['logicalType']}")
-    return schema
-
 
 def write_long(n: int, out: bytearray) -> None:
     """An Avro long (zig-zag varint)."""
@@ -126,23 +99,12 @@ _ENV: dict[str, Any] = {
 }
 
 
-class _Compiler:
+class _Compiler(SchemaCompiler):
     """Source of one function per record type, ``w_<n>(datum, out)``."""
 
-    def __init__(self, named: Mapping[str, Any]) -> None:
-        self.named = dict(named)
-        self.functions: dict[str, str] = {}  # record name -> its function's name
-        self.sources: list[str] = []
-        self.constants: dict[str, Any] = {}
-        self._vars = 0
+    prefix = "w"
 
-    def record(self, schema: Mapping[str, Any]) -> str:
-        """The name of the function writing records of ``schema`` (compiled once)."""
-        name = schema["name"]
-        fn = self.functions.get(name)
-        if fn is not None:
-            return fn
-        fn = self.functions[name] = f"w_{len(self.functions)}"
+    def _record(self, fn: str, schema: Mapping[str, Any]) -> list[str]:
         lines = [f"def {fn}(d, out):"]
         for field in schema["fields"]:
             var = self._var()
@@ -155,19 +117,11 @@ class _Compiler:
             self.value(field["type"], var, lines, 1)
         if len(lines) == 1:
             lines.append("    pass")
-        self.sources.append("\n".join(lines))
-        return fn
+        return lines
 
-    def value(self, schema: Any, var: str, lines: list[str], depth: int) -> None:
-        """Lines that write the value in ``var`` as ``schema``."""
+    def _complex(self, schema: Mapping[str, Any], var: str, lines: list[str],
+                 depth: int) -> None:
         pad = "    " * depth
-        schema = resolve(schema, self.named)
-        if isinstance(schema, list):
-            self._union(schema, var, lines, depth)
-            return
-        if isinstance(schema, str):
-            lines.extend(pad + line for line in _primitive(schema, var))
-            return
         kind = schema["type"]
         if kind == "record":
             lines.append(f"{pad}{self.record(schema)}({var}, out)")
@@ -191,21 +145,17 @@ class _Compiler:
         else:
             raise Unsupported(f"type {kind}")
 
-    def _union(self, branches: list[Any], var: str, lines: list[str], depth: int) -> None:
+    def _primitive(self, kind: str, var: str) -> list[str]:
+        return _primitive(kind, var)
+
+    def _nullable(self, other: Any, null: int, var: str, lines: list[str],
+                  depth: int) -> None:
         pad = "    " * depth
-        if len(branches) != 2 or "null" not in branches:
-            raise Unsupported(f"union {branches!r}: only null and one other type")
-        null = branches.index("null")
-        other = branches[1 - null]
         lines += [f"{pad}if {var} is None:",
                   f"{pad}    out.append({2 * null})",
                   f"{pad}else:",
                   f"{pad}    out.append({2 * (1 - null)})"]
         self.value(other, var, lines, depth + 1)
-
-    def _var(self) -> str:
-        self._vars += 1
-        return f"v{self._vars}"
 
     def _const(self, value: Any) -> str:
         name = f"c{len(self.constants)}"
@@ -227,11 +177,5 @@ def compile_writer(schema: Mapping[str, Any]) -> Writer:
     """The writer of a record schema parsed by fastavro (its ``__named_schemas``
     resolve references): ``write(datum, out)`` appends the Avro body of ``datum`` to
     ``out``. Raises :class:`Unsupported` for a schema it does not cover."""
-    if not isinstance(schema, Mapping) or schema.get("type") != "record":
-        raise Unsupported("not a record schema")
-    compiler = _Compiler(schema.get("__named_schemas") or {})
-    top = compiler.record(schema)
-    namespace = {**_ENV, **compiler.constants}
-    exec("\n\n".join(compiler.sources), namespace)  # noqa: S102 - source made above
-    writer: Writer = namespace[top]
+    writer: Writer = compile_record(schema, _Compiler, _ENV)
     return writer
