@@ -40,7 +40,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("pipeline.tooling.fold_cli", "fold"),
     ("agents.cli", "worker"),
     ("pipeline.tooling.demo", "demo"),
-    ("pipeline.replay.runner", "replay"),
+    ("pipeline.replay.reprocess", "replay"),
     ("pipeline.dashboards.cli", "dashboards"),
     ("pipeline.tooling.bench.cli", "bench"),
     ("pipeline.deploy.cli", "install_units"),

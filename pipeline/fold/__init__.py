@@ -138,7 +138,7 @@ below from ``pipeline.fold`` itself:
   copies of an id, and the cut of an id's events into incarnations and runs;
 * :mod:`~pipeline.fold.bounds`: what a job's state keeps ("Bounds"): windows, their
   caps, the context and facts kept of an event, the events not folded at all;
-* :mod:`~pipeline.fold.run`: one run's state and what follows from it: its times,
+* :mod:`~pipeline.fold.run_state`: one run's state and what follows from it: its times,
   hours, pending reason and result;
 * :mod:`~pipeline.fold.incarnation`: one incarnation, its events applied run after run;
 * :mod:`~pipeline.fold.document`: the job document of an incarnation, and its id;

@@ -14,7 +14,7 @@ from typing import Any
 
 from pipeline.fold.incarnation import Incarnation
 from pipeline.fold.presentation import present
-from pipeline.fold.run import (
+from pipeline.fold.run_state import (
     STATE_NAMES,
     USAGE_FACTS,
     ms,

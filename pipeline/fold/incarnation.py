@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from pipeline.core.model import JobEvent
 from pipeline.fold.order import assign, is_final, submit_time
-from pipeline.fold.run import (
+from pipeline.fold.run_state import (
     COMPLETING,
     DONE,
     FLUX_DEPEND,

@@ -14,7 +14,8 @@ from elasticsearch import Elasticsearch
 
 from pipeline.codecs.codec import codecs_from_config
 from pipeline.runtime.config import Config
-from pipeline.sink.runner import SinkRunner, SinkStats
+from pipeline.sink.runner import SinkRunner
+from pipeline.sink.stats import SinkStats
 
 #: Submit times of the test jobs: two months, so both monthly indices are written.
 OCT_2026 = 1_791_000_000_000  # 2026-10-03T06:40:00Z

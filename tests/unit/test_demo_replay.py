@@ -9,7 +9,7 @@ from rich.console import Console
 
 from pipeline.kafka.positions import group_lag
 from pipeline.replay.readback import JobCounts
-from pipeline.replay.runner import advanced, reached, replay_config
+from pipeline.replay.reprocess import advanced, reached, replay_config
 from pipeline.runtime.children import config_env
 from pipeline.runtime.config import Config, load_config
 from pipeline.tooling.demo import DemoOptions, parse_clusters

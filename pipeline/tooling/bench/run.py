@@ -262,7 +262,7 @@ def _e2e(cfg: Config, es: Any, feed: Feed, opts: BenchOptions, logs: Path,
 def _replay(cfg: Config, feed: Feed, logs: Path, values: dict[str, Any],
             details: dict[str, Any], console: Console) -> None:
     try:
-        from pipeline.replay.runner import run_replay
+        from pipeline.replay.reprocess import run_replay
     except ImportError:  # an installation without the replay command
         details["replay"] = {"skipped": "jobstream replay is not available"}
         return

@@ -15,7 +15,8 @@ from confluent_kafka import KafkaError, KafkaException
 from pipeline.codecs.codec import AvroCodec, codecs_from_config
 from pipeline.runtime.config import Config
 from pipeline.runtime.crashguard import CrashGuard
-from pipeline.sink.runner import SinkRunner, SinkStats
+from pipeline.sink.runner import SinkRunner
+from pipeline.sink.stats import SinkStats
 
 NOV_2026 = 1_794_000_000_000
 
@@ -219,7 +220,7 @@ class Stack:
         """One process's life: start, consume everything, stop; or die on the way."""
         runner = self.runner(convert_hook)
         consumer = self.log.consumer()
-        runner._consumer = consumer  # type: ignore[assignment]
+        runner._intake.consumer = consumer  # type: ignore[assignment]
         try:
             outcome: SinkStats | BaseException = runner.run(until=lambda _: consumer.drained)
         except BaseException as exc:  # noqa: B036 - a death is what is looked for

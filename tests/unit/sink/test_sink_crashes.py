@@ -20,7 +20,7 @@ from elasticsearch import AuthenticationException
 from sink_fakes import Died, Elasticsearch, Stack, job_doc
 
 from pipeline.runtime.errors import SinkError
-from pipeline.sink.runner import SinkStats
+from pipeline.sink.stats import SinkStats
 
 POISON = "2"
 
@@ -164,15 +164,15 @@ def test_a_later_batch_of_other_bounds_that_overlaps_the_flush_counts_as_the_sam
 
 
 def test_flush_coordinates_read_back_and_overlap() -> None:
-    from pipeline.sink.runner import _flush_coord, _overlap, _parse_flush
+    from pipeline.sink.crashes import flush_coord, overlap, parse_flush
 
     ranges = {("hpc.jobs.state", 3): (100, 250), ("hpc.jobs.events", 0): (7, 7)}
-    coord = _flush_coord(ranges, 8000)
+    coord = flush_coord(ranges, 8000)
     assert coord == "flush hpc.jobs.events[0]@7-7 hpc.jobs.state[3]@100-250"
-    assert _parse_flush(coord) == ranges
-    assert _overlap({("hpc.jobs.state", 3): (250, 300)}, ranges)
-    assert not _overlap({("hpc.jobs.state", 3): (251, 300)}, ranges)
-    assert not _overlap({("hpc.jobs.state", 2): (100, 250)}, ranges)
+    assert parse_flush(coord) == ranges
+    assert overlap({("hpc.jobs.state", 3): (250, 300)}, ranges)
+    assert not overlap({("hpc.jobs.state", 3): (251, 300)}, ranges)
+    assert not overlap({("hpc.jobs.state", 2): (100, 250)}, ranges)
     many = {("t", p): (p, p + 1) for p in range(1000)}
-    short = _flush_coord(many, 200)
-    assert len(short.encode()) <= 200 and _parse_flush(short)
+    short = flush_coord(many, 200)
+    assert len(short.encode()) <= 200 and parse_flush(short)

@@ -17,7 +17,7 @@ from confluent_kafka import KafkaError
 from sink_fakes import Elasticsearch, Producer, Stack, job_doc
 
 from pipeline.sink.deadletter import DeadLetters
-from pipeline.sink.runner import SinkStats
+from pipeline.sink.stats import SinkStats
 
 
 def rejects(doc_id: str, reason: str = "failed to parse field [queue]") -> Elasticsearch:

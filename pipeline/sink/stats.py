@@ -1,0 +1,74 @@
+"""What a sink run tells about itself: its running totals and the consumer lag metric.
+
+:class:`SinkStats` is what ``jobstream demo`` and ``bench`` read, and what ``until`` of
+:meth:`~pipeline.sink.runner.SinkRunner.run` is asked about; :class:`ConsumerLag` computes
+``jobstream_consumer_lag`` from what the offset tracker knows, so the lag counts what
+Elasticsearch has acknowledged rather than what the consumer has merely read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException
+
+from pipeline.runtime.metrics import LagReporter
+from pipeline.sink.offsets import OffsetTracker, TopicPartition
+
+__all__ = ["LAG_INTERVAL_S", "ConsumerLag", "SinkStats"]
+
+logger = logging.getLogger(__name__)
+
+#: How often the consumer lag metric is computed (from librdkafka's cached ends: no request).
+LAG_INTERVAL_S = 5.0
+
+
+@dataclass
+class SinkStats:
+    """Running totals (read by ``jobstream demo`` and ``bench``)."""
+
+    records: int = 0
+    flushes: int = 0
+    written: int = 0
+    duplicates: int = 0
+    superseded: int = 0
+    dead_lettered: int = 0
+    tombstones: int = 0
+    commits: int = 0
+    retries: int = 0
+
+
+class ConsumerLag:
+    """``jobstream_consumer_lag`` of the consumer group ``group_id``, at most every
+    :data:`LAG_INTERVAL_S`."""
+
+    def __init__(self, group_id: str, tracker: OffsetTracker,
+                 clock: Callable[[], float]) -> None:
+        self._lag = LagReporter(group_id)
+        self._tracker = tracker
+        self._clock = clock
+        self._next_lag = 0.0
+
+    def report(self, consumer: Consumer | None) -> None:
+        """``jobstream_consumer_lag``: per assigned partition, its end (as of the last
+        fetch) past the first record Elasticsearch has not acknowledged, or past the
+        consumer's position when nothing of it is in hand."""
+        if consumer is None or self._clock() < self._next_lag:
+            return
+        self._next_lag = self._clock() + LAG_INTERVAL_S
+        lags: dict[TopicPartition, int] = {}
+        try:
+            for part in consumer.assignment():
+                _, end = consumer.get_watermark_offsets(part, cached=True)
+                tp = (part.topic, part.partition)
+                done = self._tracker.acknowledged_up_to(tp)
+                if done is None:
+                    done = consumer.position([part])[0].offset
+                if end >= 0 and done >= 0:
+                    lags[tp] = end - done
+        except KafkaException as exc:
+            logger.debug("consumer lag not known now: %s", exc)
+            return
+        self._lag.report(lags)
