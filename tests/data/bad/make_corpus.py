@@ -87,7 +87,7 @@ def raw_value(cluster: str, scheduler: str, fmt: str, payload: bytes) -> bytes:
 
 
 def single_object(body: bytes) -> bytes:
-    from pipeline.codec import AvroCodec
+    from pipeline.codecs.codec import AvroCodec
     return AvroCodec("RawRecord").encode({"cluster": "bad", "scheduler": "flux",
                                           "format": "flux-journal", "received_at": RECEIVED,
                                           "payload": b"{}", "key": None})[:10] + body
