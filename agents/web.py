@@ -5,7 +5,11 @@ owns the job's partition: a worker that does not own it asks the owner (Faust's 
 finds it by the ``canonical_url`` every worker advertises to the group) and passes the
 answer on. The endpoint binds ``worker.web_bind`` (loopback by default); beyond loopback
 it needs ``worker.web_token_file``, a bearer token every request must carry, the routed
-ones included (:class:`WebAccess`). Faust's own pages that show the configuration, the
+ones included (:class:`WebAccess`), and TLS (``worker.web_tls_cert`` / ``web_tls_key``,
+which Faust's aiohttp site serves with) so that the token does not cross the network in
+clear text, unless ``worker.web_tls_terminated_by_proxy`` says a proxy in front
+terminates it. With TLS the workers advertise https and check each other's certificate
+(``worker.web_tls_ca``). Faust's own pages that show the configuration, the
 topology or table contents (``/router``, ``/table``, ``/stats``, ``/assignment``,
 ``/graph``, ``/performance``) are switched off: nothing here needs them; ``/`` answers
 ``{"status": "OK"}``, behind the token like everything else.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +35,14 @@ from agents.faust_patches import kafka_producer
 from pipeline.fold import JobFold
 from pipeline.runtime.config import Config, Secret
 from pipeline.runtime.errors import ConfigError
-from pipeline.runtime.netguard import RefusalLog, bearer_ok, is_loopback, read_secret_file
+from pipeline.runtime.netguard import (
+    RefusalLog,
+    bearer_ok,
+    is_loopback,
+    read_secret_file,
+    require_tls,
+    server_tls,
+)
 
 if TYPE_CHECKING:
     from agents.context import WorkerContext
@@ -52,10 +64,15 @@ Handler = Callable[[aioweb.Request], Awaitable[aioweb.StreamResponse]]
 class WebAccess:
     """Who may use the worker's web endpoint: with a token configured, every request on
     every path must carry it as ``Authorization: Bearer <token>`` (401 otherwise, logged
-    once per source address)."""
+    once per source address). ``tls`` is what the endpoint serves with (None: plain HTTP),
+    ``peer_ssl`` what a routed request checks the owner's certificate with (aiohttp's
+    ``ssl``: True is the system's CAs)."""
 
-    def __init__(self, token: Secret | None) -> None:
+    def __init__(self, token: Secret | None, tls: ssl.SSLContext | None = None,
+                 peer_ssl: ssl.SSLContext | bool = True) -> None:
         self.token = token
+        self.tls = tls
+        self.peer_ssl = peer_ssl
         self.refusals = RefusalLog(logger, "worker web endpoint")
 
     @classmethod
@@ -68,7 +85,17 @@ class WebAccess:
                 f"worker.web_bind = {w.web_bind!r} is not loopback: set "
                 "worker.web_token_file (a bearer token every request must carry), or keep "
                 "the web endpoint on loopback")
-        return cls(token)
+        tls = server_tls(w.web_tls_cert, w.web_tls_key, "worker.web_tls")
+        require_tls(w.web_bind, tls, terminated_by_proxy=w.web_tls_terminated_by_proxy,
+                    bind_key="worker.web_bind", prefix="worker.web_tls")
+        peer_ssl: ssl.SSLContext | bool = True
+        if w.web_tls_ca:
+            try:
+                peer_ssl = ssl.create_default_context(cafile=w.web_tls_ca)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(f"worker.web_tls_ca: cannot load {w.web_tls_ca}: "
+                                  f"{exc}") from exc
+        return cls(token, tls, peer_ssl)
 
     def headers(self) -> dict[str, str]:
         """What a request to another worker carries."""
@@ -108,7 +135,9 @@ def faust_web_settings(cfg: Config, access: WebAccess) -> dict[str, Any]:
         "web_port": cfg.worker.web_port,
         "web_bind": cfg.worker.web_bind,
         "web_host": host,
-        "canonical_url": f"http://{url_host}:{cfg.worker.web_port}",
+        "canonical_url": f"{'https' if access.tls else 'http'}://{url_host}:"
+                         f"{cfg.worker.web_port}",
+        "web_ssl_context": access.tls,
         "web_application_options": {"middlewares": [access.middleware()]},
         # Faust's pages: the routing table (topology), tables' contents, sensors,
         # assignment, service graph and metrics. Routing between workers goes through
@@ -194,7 +223,7 @@ class JobQuery:
         headers = {**self.access.headers(), ROUTED_HEADER: "1"}
         try:
             async with self.app.http_client.get(
-                    url, headers=headers,
+                    url, headers=headers, ssl=self.access.peer_ssl,
                     timeout=aiohttp.ClientTimeout(total=ROUTE_TIMEOUT_S)) as response:
                 return web.text(await response.text(), content_type=response.content_type,
                                 status=response.status)

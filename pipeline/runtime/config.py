@@ -117,7 +117,7 @@ class WorkerConfig:
     store_dir: str = ""
     web_port: int = 6066
     #: address the web endpoint (``/jobs/<cluster>/<job_id>``) listens on; anything but
-    #: loopback needs ``web_token_file``
+    #: loopback needs ``web_token_file`` and TLS (``web_tls_cert``, ``web_tls_key``)
     web_bind: str = "127.0.0.1"
     #: host name the other workers reach this one by (table routing); empty = web_bind,
     #: or this host's name when web_bind is a wildcard
@@ -125,6 +125,18 @@ class WorkerConfig:
     #: file holding the bearer token every request must carry (mode 0600, the same file on
     #: every worker of the app: routed requests carry it); empty = no token
     web_token_file: str = ""
+    #: TLS certificate (chain) and private key (PEM, the key mode 0600) the web endpoint
+    #: serves with; both or neither. Beyond loopback they are required, unless
+    #: ``web_tls_terminated_by_proxy``. With them, workers advertise and route to https
+    web_tls_cert: str = ""
+    web_tls_key: str = ""
+    #: CA bundle the worker verifies the other workers' certificates with (routed
+    #: requests); empty = the system's
+    web_tls_ca: str = ""
+    #: the operator's statement that a TLS proxy in front of the web endpoint terminates
+    #: TLS, so that a bind beyond loopback may serve plain HTTP (routed requests between
+    #: workers then go in clear text to the advertised address)
+    web_tls_terminated_by_proxy: bool = False
     snapshot_interval_s: float = 30.0
     #: how long a finished job stays in the state table before its tombstone
     done_grace_s: float = 3600.0
@@ -275,10 +287,19 @@ class MetricsConfig:
     """
 
     #: address the metrics ports listen on; anything but loopback needs ``token_file``
+    #: and TLS (``tls_cert``, ``tls_key``)
     bind: str = "127.0.0.1"
     #: file holding the bearer token every scrape must carry (mode 0600; Prometheus's
     #: ``authorization.credentials_file``); empty = no token
     token_file: str = ""
+    #: TLS certificate (chain) and private key (PEM, the key mode 0600) the ports serve
+    #: with; both or neither. Beyond loopback they are required, unless
+    #: ``tls_terminated_by_proxy``
+    tls_cert: str = ""
+    tls_key: str = ""
+    #: the operator's statement that a TLS proxy in front of the ports terminates TLS, so
+    #: that a bind beyond loopback may serve plain HTTP
+    tls_terminated_by_proxy: bool = False
     worker_port: int = 0
     sink_port: int = 0
     edge_flux_port: int = 0

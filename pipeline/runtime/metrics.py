@@ -8,14 +8,17 @@ from here and keeps the labelled child (``.labels(...)``) when it counts in a lo
 lookup hashes the label values under a lock, an ``inc`` on a child is one lock.
 
 Nothing listens beyond loopback without credentials (design, section 5): a bind that is
-not loopback needs ``metrics.token_file``, whose token Prometheus sends as a bearer token
-(the same guard as the worker's web endpoint: :mod:`pipeline.runtime.netguard`).
+not loopback needs ``metrics.token_file``, whose token Prometheus sends as a bearer token,
+and TLS (``metrics.tls_cert`` / ``tls_key``) so that the token does not cross the network
+in clear text, unless ``metrics.tls_terminated_by_proxy`` says a proxy in front terminates
+it (the same guards as the worker's web endpoint: :mod:`pipeline.runtime.netguard`).
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -29,7 +32,13 @@ from prometheus_client.registry import Collector
 
 from pipeline.runtime.config import Config, Secret
 from pipeline.runtime.errors import ConfigError
-from pipeline.runtime.netguard import bearer_ok, is_loopback, read_secret_file
+from pipeline.runtime.netguard import (
+    bearer_ok,
+    is_loopback,
+    read_secret_file,
+    require_tls,
+    server_tls,
+)
 from pipeline.runtime.servers import ServerThread
 
 __all__ = [
@@ -262,14 +271,19 @@ def _with_token(app: Callable[..., Any], token: Secret) -> Callable[..., Any]:
     return guarded
 
 
-def serve(bind: str, port: int, *, token: Secret | None = None) -> WSGIServer:
+def serve(bind: str, port: int, *, token: Secret | None = None,
+          tls: ssl.SSLContext | None = None,
+          tls_terminated_by_proxy: bool = False) -> WSGIServer:
     """Serve the registry on ``bind:port`` (any path, as prometheus_client does) from a
-    daemon thread. Raises :class:`ConfigError` when the port cannot be had, or when ``bind``
-    is not loopback and there is no token."""
+    daemon thread, over TLS with ``tls``. Raises :class:`ConfigError` when the port cannot
+    be had, or when ``bind`` is not loopback and there is no token, or no TLS and no
+    proxy that terminates it."""
     if not is_loopback(bind) and not token:
         raise ConfigError(f"metrics.bind = {bind!r} is not loopback: set "
                           "metrics.token_file (a bearer token Prometheus sends), or keep the "
                           "port on loopback behind a proxy of your own")
+    require_tls(bind, tls, terminated_by_proxy=tls_terminated_by_proxy,
+                bind_key="metrics.bind", prefix="metrics.tls")
     app = make_wsgi_app(REGISTRY)
     if token:
         app = _with_token(app, token)
@@ -281,6 +295,21 @@ def serve(bind: str, port: int, *, token: Secret | None = None) -> WSGIServer:
 
     class Server(ThreadingWSGIServer):
         address_family = family
+
+        def finish_request(self, request: Any, client_address: Any) -> None:
+            if tls is None:
+                super().finish_request(request, client_address)
+                return
+            # the handshake in the request's own thread: one in the accepting thread (as
+            # prometheus_client's start_http_server has it) lets one silent client stop
+            # every scrape
+            try:
+                conn = tls.wrap_socket(request, server_side=True)
+            except (ssl.SSLError, OSError) as exc:  # plain HTTP, a port scanner, a bad CA
+                logger.debug("metrics: no TLS handshake with %s: %s", client_address[0], exc)
+                return
+            with conn:
+                super().finish_request(conn, client_address)
 
     try:
         httpd = make_server(bind, port, app, Server, handler_class=_QuietHandler)
@@ -298,6 +327,9 @@ def start(cfg: Config, process: str) -> WSGIServer | None:
     if not port:
         return None
     token = read_secret_file(m.token_file, "metrics.token_file") if m.token_file else None
-    server = serve(m.bind, port, token=token)
-    logger.info("%s: metrics on http://%s:%d/metrics", process, m.bind, server.server_port)
+    tls = server_tls(m.tls_cert, m.tls_key, "metrics.tls")
+    server = serve(m.bind, port, token=token, tls=tls,
+                   tls_terminated_by_proxy=m.tls_terminated_by_proxy)
+    logger.info("%s: metrics on %s://%s:%d/metrics", process, "https" if tls else "http",
+                m.bind, server.server_port)
     return server

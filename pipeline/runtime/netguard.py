@@ -2,7 +2,10 @@
 
 Shared by the worker's web endpoint (a bearer token), the Slurm edge's jobcomp receiver
 (HTTP basic auth and/or an allow-list of source networks) and the edge's local sockets and
-directories (owner-only modes). Standard library only: the edge imports it.
+directories (owner-only modes). A bearer token is only as good as the channel it crosses,
+so the listeners that take one (the worker's web endpoint, the metrics ports) serve TLS
+beyond loopback, unless the operator states that a proxy in front terminates it
+(:func:`server_tls`, :func:`require_tls`). Standard library only: the edge imports it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import hmac
 import ipaddress
 import logging
 import os
+import ssl
 import stat
 import threading
 from collections.abc import Iterable
@@ -31,6 +35,8 @@ __all__ = [
     "ensure_private_dir",
     "is_loopback",
     "read_secret_file",
+    "require_tls",
+    "server_tls",
 ]
 
 _WILDCARDS = frozenset({"", "0.0.0.0", "::", "*"})  # noqa: S104 - names, not a bind
@@ -73,6 +79,38 @@ def read_secret_file(path: str, key: str) -> Secret:
     if len(secret) < 16:
         raise ConfigError(f"{key}: the secret in {path} must be at least 16 characters")
     return Secret(secret)
+
+
+def server_tls(cert_file: str, key_file: str, prefix: str) -> ssl.SSLContext | None:
+    """The TLS context a listener serves with, from the PEM certificate (chain) and private
+    key files of the settings ``<prefix>_cert`` and ``<prefix>_key``; None when neither is
+    set. The key file must be owner-only, as a token file must."""
+    if bool(cert_file) != bool(key_file):
+        raise ConfigError(f"{prefix}_cert and {prefix}_key go together: set both, or neither")
+    if not cert_file:
+        return None
+    read_secret_file(key_file, f"{prefix}_key")  # for its checks: readable, owner-only
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"{prefix}_cert / {prefix}_key: cannot load {cert_file} with "
+                          f"{key_file}: {exc}") from exc
+    return context
+
+
+def require_tls(bind: str, tls: ssl.SSLContext | None, *, terminated_by_proxy: bool,
+                bind_key: str, prefix: str) -> None:
+    """Refuse a listener that would take a bearer token in clear text from the network:
+    one beyond loopback needs TLS, or the operator's ``<prefix>_terminated_by_proxy``
+    saying that a TLS proxy in front of it terminates TLS."""
+    if tls is None and not terminated_by_proxy and not is_loopback(bind):
+        raise ConfigError(
+            f"{bind_key} = {bind!r} is not loopback: set {prefix}_cert and {prefix}_key "
+            "(TLS: the bearer token must not cross the network in clear text), or "
+            f"{prefix}_terminated_by_proxy = true when a TLS proxy in front of it "
+            "terminates TLS, or keep it on loopback")
 
 
 def bearer_ok(header: str | None, token: Secret) -> bool:

@@ -108,7 +108,9 @@ def test_private_dir_is_made_owner_only_or_refused(tmp_path: Path) -> None:
 
 def test_worker_web_beyond_loopback_needs_a_token(token_file: Path) -> None:
     assert WebAccess.from_config(Config()).token is None
-    wild = Config().replace(worker={"web_bind": "0.0.0.0"})
+    # TLS aside (test_listener_tls.py): this is about the token
+    wild = Config().replace(worker={"web_bind": "0.0.0.0",
+                                    "web_tls_terminated_by_proxy": True})
     with pytest.raises(ConfigError, match="worker.web_bind.*worker.web_token_file"):
         WebAccess.from_config(wild)
     access = WebAccess.from_config(wild.replace(worker={"web_token_file": str(token_file)}))
