@@ -27,7 +27,7 @@ def worker(ctx: click.Context, name: str | None, web_port: int | None, store_dir
     """Run the stream agents: raw records -> canonical events, job states and snapshots.
 
     Several workers (on several hosts) with the same worker.app_id share the work by
-    partitions. GET http://<host>:<web-port>/jobs/<cluster>/<job_id> answers a job's current
+    partitions. GET http(s)://<host>:<web-port>/jobs/<cluster>/<job_id> answers a job's current
     state from whichever worker owns it.
     """
     from agents.app import Runner, create_app, internal_topics
