@@ -221,7 +221,8 @@ class Intake:
         for tp in tps:
             self._epochs[tp] = self._epochs.get(tp, 0) + 1
         self._tracker.forget(tps)
-        self.batch.records = [r for r in self.batch.records if r.tp not in set(tps)]
+        gone = set(tps)
+        self.batch.records = [r for r in self.batch.records if r.tp not in gone]
         logger.info("revoked %s", _names(partitions))
 
 
