@@ -27,6 +27,12 @@ heavy; out-of-memory jobs near their memory). The truth has the ``cpu_eff_pct``,
 Flux, jobs that never ran, GPU jobs without gpuutil accounting). Usage comes from its own
 random stream as well: the jobs themselves are unchanged.
 
+Every record comes with the ids of the events it holds (:meth:`Workload.event_ids`),
+computed with :func:`~pipeline.core.model.make_event_id` from what the generator put in the
+record, not by parsing it: the parts each parser hashes are the ids' contract (stored
+downstream, never changed), so a parser that drops or renames an event leaves one of these
+ids missing instead of agreeing with itself.
+
 The record shapes are :mod:`pipeline.tooling.workload_records`'s. The rest is one class
 because every job, Flux or Slurm, is drawn from the same random streams and clock, in the
 order the seed fixes; splitting the schedulers apart would only pass that state around.
@@ -38,12 +44,12 @@ import heapq
 import json
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.core.fluid import f58_encode
-from pipeline.core.model import job_key
+from pipeline.core.model import job_key, make_event_id
 from pipeline.tooling.workload_records import (
     env_bytes,
     flux_pending,
@@ -56,7 +62,7 @@ from pipeline.tooling.workload_records import (
     tres_entry,
 )
 
-__all__ = ["GeneratedRecord", "Workload", "WorkloadSpec"]
+__all__ = ["EventParts", "GeneratedRecord", "Workload", "WorkloadSpec"]
 
 USERS = [("alice", 1001, "physics"), ("bob", 1002, "chem"), ("carol", 1003, "bio"),
          ("dave", 1004, "physics"), ("erin", 1005, "climate"), ("frank", 1006, "chem"),
@@ -105,6 +111,24 @@ SACCT_DELAY_S = 2.0
 #: The usage of a job without any (Flux; a Slurm job that never ran)
 _NO_USAGE: dict[str, Any] = {"cpu_eff_pct": None, "mem_max_pct": None, "gpu_util_pct": None}
 
+#: What identifies one event, in the order ``make_event_id`` hashes it: cluster, scheduler,
+#: job id, event name, timestamp (a float: the parsers read every time as one), then for
+#: Slurm the source family and what else tells two facts of one moment apart (the reason).
+EventParts = tuple[Any, ...]
+
+
+def _flux_event(cluster: str, jobid: int, name: str, ts: float) -> EventParts:
+    """A journal entry: the same entry live, in a backlog or an eventlog file is one fact,
+    so its id has no format in it."""
+    return (cluster, "flux", str(jobid), name, ts)
+
+
+def _slurm_event(cluster: str, jobid: int, name: str, t: float, family: str,
+                 *extra: Any) -> EventParts:
+    """A Slurm fact as one source family states it (jobcomp, squeue, sacct, hook: each
+    reports the same moment with its own detail, so each has its own id)."""
+    return (cluster, "slurm", str(jobid), name, float(t), family, *extra)
+
 
 @dataclass(frozen=True, slots=True)
 class GeneratedRecord:
@@ -142,6 +166,7 @@ class Workload:
         self._reasons = random.Random(f"{spec.seed}:pending-reasons")
         self._usage = random.Random(f"{spec.seed}:usage")
         self._heap: list[tuple[float, int, int, GeneratedRecord]] = []
+        self._events: dict[GeneratedRecord, dict[str, EventParts]] = {}
         self._n = 0
         self._aux = 0
         self._slurm_ids: dict[str, int] = {}
@@ -157,12 +182,28 @@ class Workload:
     def __len__(self) -> int:
         return len(self._heap)
 
+    def event_ids(self, records: Iterable[GeneratedRecord] | None = None
+                  ) -> dict[str, EventParts]:
+        """The id of every event ``records`` (default: all) hold -> what it is made of: the
+        events indices' content once they went through the flow. KeyError for a record this
+        workload did not generate (its events are not known here)."""
+        out: dict[str, EventParts] = {}
+        for rec in self.records() if records is None else records:
+            try:
+                out.update(self._events[rec])
+            except KeyError:
+                raise KeyError(f"a {rec.format} record of {rec.key} at {rec.time} is not "
+                               "this workload's") from None
+        return out
+
     # -- building ---------------------------------------------------------------------
 
-    def _emit(self, rec: GeneratedRecord, *, counted: bool = True) -> None:
-        """``counted=False`` for records added after the original ones (sacct): the
-        count seeds Flux job ids and orders ties, so it must not see them, or every later
-        job of a seed would change."""
+    def _emit(self, rec: GeneratedRecord, events: Iterable[EventParts], *,
+              counted: bool = True) -> None:
+        """``events``: the parts of each event ``rec`` holds. ``counted=False`` for records
+        added after the original ones (sacct): the count seeds Flux job ids and orders
+        ties, so it must not see them, or every later job of a seed would change."""
+        self._events[rec] = {make_event_id(*parts): parts for parts in events}
         if counted:
             self._n += 1
         else:
@@ -294,7 +335,8 @@ class Workload:
                    jobspec: dict[str, Any], t_alloc: float | None,
                    r_v1: dict[str, Any] | None) -> None:
         for ts, name, context in events:
-            ev: dict[str, Any] = {"timestamp": round(ts, 6), "name": name}
+            at = round(ts, 6)
+            ev: dict[str, Any] = {"timestamp": at, "name": name}
             if context is not None:
                 ev["context"] = context
             response: dict[str, Any] = {"id": jobid, "events": [ev]}
@@ -304,7 +346,8 @@ class Workload:
                 response["R"] = r_v1
             self._emit(GeneratedRecord(ts, cluster, "flux", "flux-journal",
                                        job_key(cluster, str(jobid)),
-                                       json.dumps(response, separators=(",", ":")).encode()))
+                                       json.dumps(response, separators=(",", ":")).encode()),
+                       [_flux_event(cluster, jobid, name, at)])
 
     # -- Slurm --------------------------------------------------------------------------
 
@@ -342,10 +385,15 @@ class Workload:
             reason = SLURM_NEXT_REASON.get(reason, reason)
             polls.append((t0 + wait / 2, reason))
         for t_poll, poll_reason in polls:
+            # a pending job: its submit, its eligibility (at the submit time) and its reason
             self._emit(GeneratedRecord(float(t_poll), cluster, "slurm", "slurm-squeue", key,
                                        squeue_pending(cluster, jobid, name, user, uid, bank,
                                                        partition, qos, t_submit, limit_min,
-                                                       nodes, cores, tres_req, poll_reason)))
+                                                       nodes, cores, tres_req, poll_reason)),
+                       [_slurm_event(cluster, jobid, "submit", t_submit, "squeue"),
+                        _slurm_event(cluster, jobid, "eligible", t_submit, "squeue"),
+                        _slurm_event(cluster, jobid, "reason", t_submit, "squeue",
+                                     poll_reason)])
         state, exit_code, signal = {
             "completed": ("COMPLETED", 0, 0), "failed": ("FAILED", rng.choice([1, 2, 3]), 0),
             "timeout": ("TIMEOUT", 0, 0), "cancelled_pending": ("CANCELLED", 0, 0),
@@ -369,14 +417,16 @@ class Workload:
             self._emit(GeneratedRecord(float(t_start), cluster, "slurm", "slurm-hook", key,
                                        env_bytes({**base_env, "SLURM_SCRIPT_CONTEXT":
                                              "prolog_slurmctld",
-                                             "JOBSTREAM_HOOK_TIME": f"{t_start:.3f}"})))
+                                             "JOBSTREAM_HOOK_TIME": f"{t_start:.3f}"})),
+                       [_slurm_event(cluster, jobid, "alloc", t_start, "hook")])
             self._emit(GeneratedRecord(float(t_end), cluster, "slurm", "slurm-hook", key,
                                        env_bytes({**base_env, "SLURM_SCRIPT_CONTEXT":
                                              "epilog_slurmctld",
                                              "SLURM_JOB_EXIT_CODE":
                                              str(exit_code << 8 | signal),
                                              "SLURM_JOB_EXIT_CODE2": f"{exit_code}:{signal}",
-                                             "JOBSTREAM_HOOK_TIME": f"{t_end:.3f}"})))
+                                             "JOBSTREAM_HOOK_TIME": f"{t_end:.3f}"})),
+                       [_slurm_event(cluster, jobid, "end", t_end, "hook")])
         else:
             truth.update(cancelled_before_start=True, pending_reason=reason)
             t_start = t_end = t_submit + max(int(wait), 1)
@@ -397,8 +447,13 @@ class Workload:
         if started:
             record["tres_alloc"] = f"cpu={cores},node={nodes},billing={cores}" + \
                                    (f",gres/gpu={gpus}" if gpus else "")
+        # submit and eligible (@eligible is the submit time), the start of a job that ran
+        # (one cancelled pending has no nodes), and the end
+        moments = [("submit", t_submit), ("eligible", t_submit),
+                   *([("start", t_start)] if started else []), ("end", t_end)]
         self._emit(GeneratedRecord(float(t_end) + 0.5, cluster, "slurm", "slurm-jobcomp", key,
-                                   json.dumps(record, separators=(",", ":")).encode()))
+                                   json.dumps(record, separators=(",", ":")).encode()),
+                   [_slurm_event(cluster, jobid, event, t, "jobcomp") for event, t in moments])
         if started:
             job = {"job_id": jobid, "cluster": cluster, "name": name, "user": user,
                    "group": user, "account": bank, "partition": partition, "qos": qos,
@@ -408,8 +463,12 @@ class Workload:
                    "times": (t_submit, t_start, t_end), "cores": cores, "gpus": gpus}
             payload, usage = self._sacct(job, outcome)
             truth.update(usage)
+            # the job ran and ended, never requeued (restart_cnt 0)
             self._emit(GeneratedRecord(float(t_end) + SACCT_DELAY_S, cluster, "slurm",
-                                       "slurm-sacct", key, payload), counted=False)
+                                       "slurm-sacct", key, payload),
+                       [_slurm_event(cluster, jobid, event, t, "sacct") for event, t in
+                        (("submit", t_submit), ("eligible", t_submit), ("start", t_start),
+                         ("end", t_end))], counted=False)
         self.truth[key] = truth
 
     def _sacct(self, job: dict[str, Any], outcome: str) -> tuple[bytes, dict[str, Any]]:

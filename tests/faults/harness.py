@@ -6,10 +6,19 @@ directories on the private stack), starts ``jobstream worker`` and ``jobstream s
 subprocesses, publishes a seeded :class:`~pipeline.tooling.workload.Workload` through a real edge
 runtime (durable spool + drainer, the code every producer edge runs), injects its fault,
 waits until everything published is committed by every stage, and :meth:`Flow.verify`
-reads Elasticsearch back:
+reads Elasticsearch back (:func:`judge`):
 
-* every generated job has exactly one document, and it matches the truth;
-* the events indices hold exactly the event ids the records parse into, each once.
+* every generated job has exactly one document, and it equals, in every field, the
+  document of the offline fold of the same records (as the sink indexes it), which itself
+  matches the workload's truth: a record processed twice moves ``revision``,
+  ``requeue_count``, ``exceptions`` or a time, and shows;
+* the events indices hold exactly the event ids the generator says its records hold
+  (:meth:`~pipeline.tooling.workload.Workload.event_ids`, not what the parsers make of
+  them: an event a parser drops is lost), each once.
+
+A scenario also shows that its fault bit: a kill landed while its victim had records it
+had not committed (:meth:`Flow.kill`), a frozen worker was evicted, a stopped broker made
+the edge's spool grow.
 
 The private stack (Kafka and Elasticsearch of the local stack's distributions on free
 ports, with their own run directory) is what scenarios stop and start: the shared stack
@@ -31,7 +40,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import wait
 from pathlib import Path
 from typing import IO, Any
@@ -40,23 +49,25 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 from elasticsearch import ApiError, Elasticsearch, helpers
 
-from pipeline.core.model import RawRecord
 from pipeline.edges.base import EdgeRuntime
 from pipeline.kafka.positions import TP, Positions, group_lag
 from pipeline.kafka.topics import canonical_topic, ensure_topics
-from pipeline.parsers.normalize import normalize
 from pipeline.replay.readback import client, job_documents, jobs_alias, not_yet
 from pipeline.runtime.children import config_env, free_port, free_port_block, log_tail
 from pipeline.runtime.config import Config
 from pipeline.sink.names import Family, alias_name
+from pipeline.tooling.bench.feed import expected_documents, feed_of, raw_record
+from pipeline.tooling.bench.flow import check_documents
 from pipeline.tooling.stack import broker_address, kafka_nodes, service, start_service, stop_service
 from pipeline.tooling.verify import compare
-from pipeline.tooling.workload import GeneratedRecord, Workload, WorkloadSpec
+from pipeline.tooling.workload import EventParts, GeneratedRecord, Workload, WorkloadSpec
 
-__all__ = ["GROUPS_WAIT_S", "RESULTS", "STEADY_RATE", "WORKER_SESSION_TIMEOUT_S", "DepthWatch",
-           "Flow", "Proc", "Publisher", "Result", "all_in_sync", "busiest_broker", "coordinator",
-           "describe_group", "describe_groups", "leaders", "private_stack", "record",
-           "replication_factors", "spec", "wait_until", "write_table"]
+__all__ = ["GROUPS_WAIT_S", "RESULTS", "STEADY_RATE", "UNCOMPARED_FIELDS",
+           "WORKER_SESSION_TIMEOUT_S", "DepthWatch", "Flow", "Kill", "Proc", "Publisher",
+           "Reference", "Result", "all_in_sync", "busiest_broker", "coordinator",
+           "describe_group", "describe_groups", "judge", "leaders", "member_ids",
+           "private_stack", "record", "reference", "replication_factors", "spec",
+           "wait_until", "write_table"]
 
 #: Guard against a hang only; every wait ends on its condition long before.
 GUARD_S = 420.0
@@ -184,6 +195,13 @@ def describe_group(cfg: Config, group: str) -> ConsumerGroupDescription:
     if isinstance(desc, BaseException):
         raise desc
     return desc
+
+
+def member_ids(cfg: Config, group: str) -> set[str] | None:
+    """The ids of a consumer group's members as its coordinator sees them (None: no
+    answer). A member the group evicted is not among them, and joins again under a new id."""
+    desc = describe_groups(cfg, [group])[group]
+    return None if isinstance(desc, BaseException) else {m.member_id for m in desc.members}
 
 
 def leaders(cfg: Config, topics: Iterable[str]) -> Counter[int]:
@@ -328,6 +346,8 @@ class Result:
     recovery_s: float
     wall_s: float
     note: str = ""
+    #: field -> documents in which it differs from the offline fold (of ``wrong_jobs``)
+    wrong_fields: dict[str, int] = dataclasses.field(default_factory=dict)
     details: list[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -345,13 +365,90 @@ class Result:
     def line(self) -> str:
         return (f"FAULT {self.scenario}: records={self.records} jobs={self.jobs} "
                 f"events={self.events} lost={self.lost} duplicated={self.duplicated} "
-                f"wrong={self.wrong_jobs} recovery={self.recovery_s:.1f}s "
-                f"wall={self.wall_s:.0f}s {self.note}")
+                f"wrong={_wrong(self.wrong_jobs, self.wrong_fields)} "
+                f"recovery={self.recovery_s:.1f}s wall={self.wall_s:.0f}s {self.note}")
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d.update(lost=self.lost, duplicated=self.duplicated)
         return d
+
+
+def _wrong(jobs: int, fields: dict[str, int], shown: int = 4) -> str:
+    """The wrong jobs and the fields most often wrong in them: ``3 (revision 3, t_end 1)``."""
+    if not fields:
+        return str(jobs)
+    top = sorted(fields.items(), key=lambda kv: (-kv[1], kv[0]))[:shown]
+    more = ", ..." if len(fields) > shown else ""
+    return f"{jobs} ({', '.join(f'{f} {n}' for f, n in top)}{more})"
+
+
+# -- the check --------------------------------------------------------------------------
+
+#: Fields of a job document left out of its comparison with the offline fold: none. Every
+#: field is a function of the job's distinct events alone, whatever processed them and
+#: when: ``updated_at`` is the latest event's time (not the moment the worker wrote the
+#: state), ``revision`` the number of distinct events, and the fold's output depends on
+#: neither the order nor the repetition of its input (docs/design.md, section 5). A field
+#: that came to depend on processing time would go here, with its reason.
+UNCOMPARED_FIELDS: frozenset[str] = frozenset()
+
+
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    """What a flow's indices must hold at the end, made offline from the records it was
+    given: the truth, the offline fold's documents as the sink indexes them (document id
+    -> fields), and the generator's event ids (id -> what it is made of)."""
+
+    truth: Mapping[str, Mapping[str, Any]]
+    documents: Mapping[str, Mapping[str, Any]]
+    events: Mapping[str, EventParts]
+
+
+def reference(cfg: Config, workload: Workload, records: Sequence[GeneratedRecord]
+              ) -> Reference:
+    """The :class:`Reference` of ``records`` (of ``workload``), folded offline once each:
+    a record the flow was given twice must come out as once (the fold's contract), so
+    that is what the documents are compared with. The offline fold must match the truth
+    first, or a difference would be the generator's or the fold's, not the flow's."""
+    documents = expected_documents(cfg, feed_of(workload.spec, records, workload.truth))
+    sound = compare(workload.truth, documents.values())
+    assert sound.ok, ("the offline fold of the workload does not match its truth: "
+                      f"missing {sound.missing[:3]}, differences {sound.examples[:3]}")
+    return Reference(workload.truth, documents, workload.event_ids(records))
+
+
+def _comparable(doc: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k not in UNCOMPARED_FIELDS}
+
+
+def judge(scenario: str, ref: Reference, docs: Sequence[Mapping[str, Any]],
+          seen: Counter[str], *, records: int, recovery_s: float, wall_s: float,
+          note: str = "") -> Result:
+    """The row of a flow whose indices hold ``docs`` (job documents) and the event ids
+    ``seen`` (with their copies), against ``ref``. A job is wrong when its document differs
+    from the offline fold's in any field but :data:`UNCOMPARED_FIELDS`; that covers the
+    truth's checked fields too, since :func:`reference` made sure the fold matches them."""
+    jobs = compare(ref.truth, docs)
+    fold = check_documents({k: _comparable(d) for k, d in ref.documents.items()},
+                           [_comparable(d) for d in docs])
+    details = [f"missing job {k}" for k in jobs.missing[:5]]
+    details += [f"job {k}: {f}={got!r}, offline fold {want!r}"
+                for k, f, got, want in fold.differences[:8]]
+    lost_events = set(ref.events) - set(seen)
+    unexpected = set(seen) - set(ref.events)
+    doubled = {e: n for e, n in seen.items() if n > 1}
+    details += [f"missing event {e} {ref.events[e]}" for e in sorted(lost_events)[:5]]
+    details += [f"unexpected event {e}" for e in sorted(unexpected)[:3]]
+    details += [f"event {e} indexed {n} times" for e, n in sorted(doubled.items())[:3]]
+    return Result(
+        scenario=scenario, records=records, jobs=jobs.expected, events=len(ref.events),
+        lost_jobs=len(jobs.missing),
+        duplicated_jobs=len(jobs.duplicated) + len(jobs.unexpected),
+        wrong_jobs=len(set(fold.different)), lost_events=len(lost_events),
+        duplicated_events=sum(n - 1 for n in doubled.values()),
+        unexpected_events=len(unexpected), recovery_s=recovery_s, wall_s=wall_s,
+        note=note, wrong_fields=dict(fold.field_errors), details=details)
 
 
 # -- the flow ---------------------------------------------------------------------------
@@ -390,18 +487,28 @@ class _Positions(Positions):
         self._consumers.clear()
 
 
-def expected_event_ids(records: Iterable[GeneratedRecord]) -> set[str]:
-    """The event ids the records parse into (what the events indices must hold)."""
-    ids: set[str] = set()
-    for rec in records:
-        ids.update(ev.event_id for ev in normalize(raw_record(rec)))
-    return ids
+@dataclasses.dataclass(frozen=True)
+class Kill:
+    """A SIGKILL of a worker or a sink, and what its group had not committed then, per
+    input partition: the partition's end read before the kill less the group's commit
+    read after it (when the victim can commit no more). A lower bound, since ends only
+    grow and commits only advance: more than 0 and the victim surely died with records it
+    had read, or was about to, and not committed."""
 
+    victim: str
+    #: records published when it was killed
+    at_record: int
+    uncommitted: dict[TP, int]
 
-def raw_record(rec: GeneratedRecord) -> RawRecord:
-    # received_at is the record's own time, as the demo publishes: replays fold the same
-    return RawRecord(cluster=rec.cluster, scheduler=rec.scheduler,  # type: ignore[arg-type]
-                     format=rec.format, received_at=rec.time, payload=rec.payload, key=rec.key)
+    @property
+    def lag(self) -> int:
+        return sum(self.uncommitted.values())
+
+    def on(self, partitions: Iterable[TP]) -> int:
+        """The uncommitted records of ``partitions`` only (the victim's own, in a group of
+        several)."""
+        mine = set(partitions)
+        return sum(n for tp, n in self.uncommitted.items() if tp in mine)
 
 
 def _nth(name: str, i: int) -> str:
@@ -440,7 +547,8 @@ class Flow:
         )
         self.workload = Workload(spec)
         self.records = list(self.workload.records())
-        self.expected_events = expected_event_ids(self.records)
+        #: the records handed to the edge (by :meth:`publish`, or :meth:`published_by_edge`)
+        self.given: set[GeneratedRecord] = set()
         self.workers = [self._worker(i) for i in range(1, workers + 1)]
         sink_cfg = self.cfg.replace(kafka={"properties_file": str(props)})
         self.sinks = [Proc(_nth("sink", i), sink_cfg, ["-v", "sink"],
@@ -527,6 +635,7 @@ class Flow:
         for i in range(0, len(records), step):
             batch = records[i:i + step]
             self.edge.publish_many(raw_record(r) for r in batch)
+            self.given.update(batch)
             self.published += len(batch)
             if during is not None:
                 during(self.published)
@@ -534,15 +643,39 @@ class Flow:
             while (left := due - time.monotonic()) > 0:
                 time.sleep(min(left, 0.1))
 
+    def published_by_edge(self, records: Sequence[GeneratedRecord]) -> None:
+        """``records`` reached the raw topic through an edge process of the scenario's own
+        (each at least once), not through :meth:`publish`."""
+        self.given.update(records)
+        self.published += len(records)
+
+    # -- faults -----------------------------------------------------------------------
+
+    def kill(self, proc: Proc) -> Kill:
+        """SIGKILL ``proc``, a worker or a sink of the flow, measuring what its group had
+        not committed at that moment (:class:`Kill`)."""
+        group, topics = self._stages()["sink" if proc in self.sinks else "worker"]
+        tps = self._positions.partitions(topics)
+        ends = self._positions.ends(topics)
+        proc.kill()
+        committed = self._positions.committed(group, tps)
+        uncommitted = {tp: end - max(committed.get(tp, -1), 0) for tp, end in ends.items()
+                       if end > max(committed.get(tp, -1), 0)}  # no commit: from offset 0
+        return Kill(proc.name, self.published, uncommitted)
+
     # -- progress ---------------------------------------------------------------------
+
+    def _stages(self) -> dict[str, tuple[str, list[str]]]:
+        """Per stage (worker, sink): its consumer group and its input topics."""
+        app, t = self.cfg.worker.app_id, self.cfg.topics
+        return {"worker": (app, [t.raw, canonical_topic(app)]),
+                "sink": (f"{app}-sink", [t.state, t.events])}
 
     def _stage_positions(self) -> Iterator[tuple[str, str, list[Any], dict[Any, int],
                                                 dict[Any, int]]]:
         """Per stage (worker, sink): its name, group, input partitions, their end offsets
         and the group's commits."""
-        app, t = self.cfg.worker.app_id, self.cfg.topics
-        for name, group, topics in (("worker", app, [t.raw, canonical_topic(app)]),
-                                    ("sink", f"{app}-sink", [t.state, t.events])):
+        for name, (group, topics) in self._stages().items():
             tps = self._positions.partitions(topics)
             yield (name, group, tps, self._positions.ends(topics),
                    self._positions.committed(group, tps))
@@ -611,29 +744,25 @@ class Flow:
     # -- the check --------------------------------------------------------------------
 
     def verify(self, recovery_s: float, note: str = "") -> Result:
-        """Elasticsearch against the truth; the table row (printed and returned)."""
+        """Elasticsearch against the offline :func:`reference` of the workload's records
+        (:func:`judge`); the table row (printed and returned). The flow must have been
+        given exactly those records (some more than once, as an edge's replay does): else
+        the offline fold would not be of its input."""
+        records = set(self.records)
+        assert self.given == records, (
+            f"{len(records - self.given)} of the workload's records were never given to the "
+            f"flow, and {len(self.given - records)} others were: the offline fold would not "
+            "be of what it processed")
+        ref = reference(self.cfg, self.workload, self.records)
         with client(self.cfg) as es:
             jobs_idx = jobs_alias(self.cfg)
             events_idx = alias_name(self.cfg.elasticsearch.index_prefix, Family.EVENTS)
             es.indices.refresh(index=f"{self.cfg.elasticsearch.index_prefix}*",
                                allow_no_indices=True, ignore_unavailable=True)
-            cmp = compare(self.workload.truth, job_documents(es, jobs_idx))
+            docs = list(job_documents(es, jobs_idx))
             seen = Counter(_event_ids(es, events_idx))
-        wrong = cmp.expected - cmp.full_matches - len(cmp.missing)
-        details = [f"missing job {k}" for k in cmp.missing[:5]]
-        details += [f"job {k}: {f}={got!r}, truth {want!r}"
-                    for k, f, got, want in cmp.examples[:5]]
-        lost_events = self.expected_events - set(seen)
-        unexpected = set(seen) - self.expected_events
-        details += [f"missing event {e}" for e in sorted(lost_events)[:5]]
-        result = Result(
-            scenario=self.name, records=len(self.records), jobs=cmp.expected,
-            events=len(self.expected_events), lost_jobs=len(cmp.missing),
-            duplicated_jobs=len(cmp.duplicated) + len(cmp.unexpected), wrong_jobs=wrong,
-            lost_events=len(lost_events),
-            duplicated_events=sum(n - 1 for n in seen.values() if n > 1),
-            unexpected_events=len(unexpected), recovery_s=recovery_s,
-            wall_s=time.monotonic() - self._t0, note=note, details=details)
+        result = judge(self.name, ref, docs, seen, records=len(self.records),
+                       recovery_s=recovery_s, wall_s=time.monotonic() - self._t0, note=note)
         print(result.line())
         return result
 
@@ -754,8 +883,8 @@ def write_table(results: Sequence[dict[str, Any]], path: Path) -> str:
             " wall s | note |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
     rows = "".join(
         f"| {r['scenario']} | {r['records']} | {r['jobs']} | {r['events']} | {r['lost']} | "
-        f"{r['duplicated']} | {r['wrong_jobs']} | {r['recovery_s']:.1f} | {r['wall_s']:.0f} |"
-        f" {r['note']} |\n" for r in results)
+        f"{r['duplicated']} | {_wrong(r['wrong_jobs'], r['wrong_fields'])} | "
+        f"{r['recovery_s']:.1f} | {r['wall_s']:.0f} | {r['note']} |\n" for r in results)
     table = head + rows
     path.write_text(table)
     path.with_suffix(".json").write_text(json.dumps(list(results), indent=2))

@@ -1,7 +1,9 @@
 """Process faults: the worker SIGKILLed at random points (repeated, seeded), the worker
 frozen past its session, the sink SIGKILLed, and a burst of ten times the steady rate.
-Each ends with Elasticsearch checked against the workload's truth: nothing lost, nothing
-doubled."""
+Each ends with Elasticsearch checked against the offline fold of the workload: nothing
+lost, nothing doubled, nothing processed twice; and each fault shown to have bitten (a
+kill that found its victim with records it had not committed, a freeze its group evicted
+the worker for)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,16 @@ import signal
 import time
 from typing import Any
 
-from harness import STEADY_RATE, WORKER_SESSION_TIMEOUT_S, Flow, record, spec, wait_until
+from harness import (
+    STEADY_RATE,
+    WORKER_SESSION_TIMEOUT_S,
+    Flow,
+    Kill,
+    member_ids,
+    record,
+    spec,
+    wait_until,
+)
 
 
 def test_no_fault(make_flow: Any) -> None:
@@ -27,6 +38,16 @@ def kill_points(rng: random.Random, total: int, n: int) -> list[int]:
     return sorted(rng.sample(range(total // 10, total * 95 // 100), n))
 
 
+def kills_bit(kills: list[Kill]) -> str:
+    """The note's words for a scenario's kills; at least one must have found its victim
+    with records it had not committed, or the kills tested nothing."""
+    lags = [k.lag for k in kills]
+    assert max(lags) > 0, \
+        f"no kill found {kills[0].victim} with a record it had not committed: {lags}"
+    return (f"{len(kills)} kills (at records {[k.at_record for k in kills[:-1]]} and after "
+            f"the last), uncommitted then {lags}")
+
+
 def test_worker_sigkill_repeated(make_flow: Any) -> None:
     """SIGKILL the worker at five seeded random points while records flow (restarting it
     each time at once, so a kill may land in the previous restart's rebalance or table
@@ -34,13 +55,12 @@ def test_worker_sigkill_repeated(make_flow: Any) -> None:
     rng = random.Random(7)
     flow: Flow = make_flow(spec(seed=12))
     points = kill_points(rng, len(flow.records), 5)
-    kills: list[int] = []
+    kills: list[Kill] = []
 
     def strike(published: int) -> None:
         if points and published >= points[0]:
             points.pop(0)
-            flow.worker.kill()
-            kills.append(published)
+            kills.append(flow.kill(flow.worker))
             flow.worker.start()
 
     flow.publish(flow.records, STEADY_RATE, during=strike)
@@ -48,13 +68,11 @@ def test_worker_sigkill_repeated(make_flow: Any) -> None:
     # after the last record, while the worker works through its backlog
     wait_until("the worker to process records", lambda: flow.lag()["worker"] > 0 or
                flow.caught_up(), alive=flow.procs)
-    flow.worker.kill()
+    kills.append(flow.kill(flow.worker))
     flow.worker.start()
     t_restart = time.monotonic()
     flow.wait_caught_up()
-    result = flow.verify(time.monotonic() - t_restart,
-                         note=f"{len(kills) + 1} kills (at records {kills} and after the last)")
-    record(result)
+    record(flow.verify(time.monotonic() - t_restart, note=kills_bit(kills)))
 
 
 def test_sink_sigkill(make_flow: Any) -> None:
@@ -64,25 +82,23 @@ def test_sink_sigkill(make_flow: Any) -> None:
     rng = random.Random(8)
     flow: Flow = make_flow(spec(seed=13))
     points = kill_points(rng, len(flow.records), 3)
-    kills: list[int] = []
+    kills: list[Kill] = []
 
     def strike(published: int) -> None:
         if points and published >= points[0]:
             points.pop(0)
-            flow.sink.kill()
-            kills.append(published)
+            kills.append(flow.kill(flow.sink))
             flow.sink.start()
 
     flow.publish(flow.records, STEADY_RATE, during=strike)
     assert len(kills) == 3
     wait_until("the sink to have records to write", lambda: flow.lag()["sink"] > 0 or
                flow.caught_up(), alive=flow.procs)
-    flow.sink.kill()
+    kills.append(flow.kill(flow.sink))
     flow.sink.start()
     t_restart = time.monotonic()
     flow.wait_caught_up()
-    record(flow.verify(time.monotonic() - t_restart,
-                       note=f"{len(kills) + 1} kills (at records {kills} and after the last)"))
+    record(flow.verify(time.monotonic() - t_restart, note=kills_bit(kills)))
 
 
 def test_burst_ten_times_the_steady_rate(make_flow: Any) -> None:
@@ -104,18 +120,31 @@ def test_worker_frozen_past_its_session(make_flow: Any) -> None:
     timeout while records flow: the group evicts it; SIGCONT, and it must find out, join
     again and take its partitions back."""
     flow: Flow = make_flow(spec(seed=15))
+    group = flow.cfg.worker.app_id
     half = len(flow.records) // 2
     flow.publish(flow.records[:half], STEADY_RATE)
+    before = member_ids(flow.cfg, group)
+    assert before is not None and len(before) == 1, f"the worker's group: {before}"
     assert flow.worker.proc is not None
     frozen = time.monotonic()
     flow.worker.proc.send_signal(signal.SIGSTOP)
     try:
         flow.publish(flow.records[half:], STEADY_RATE)
+        # the broker's view: the group drops the frozen member once its session runs out
+        wait_until("the worker's group to evict the frozen worker",
+                   lambda: (ids := member_ids(flow.cfg, group)) is not None
+                   and not ids & before, guard_s=3 * WORKER_SESSION_TIMEOUT_S, poll_s=0.5)
+        evicted = time.monotonic() - frozen
         time.sleep(max(0.0, 1.5 * WORKER_SESSION_TIMEOUT_S - (time.monotonic() - frozen)))
     finally:
         flow.worker.proc.send_signal(signal.SIGCONT)
     back = time.monotonic()
     flow.wait_caught_up()
+    after = member_ids(flow.cfg, group)
+    # it found out it was evicted: it joined again, as a new member
+    assert after and not after & before, f"the worker's group before {before}, after {after}"
     record(flow.verify(time.monotonic() - back,
                        note=f"frozen {back - frozen:.0f} s (session "
-                            f"{WORKER_SESSION_TIMEOUT_S:.0f} s)"))
+                            f"{WORKER_SESSION_TIMEOUT_S:.0f} s); the group had evicted it "
+                            f"{evicted:.0f} s after the freeze at most, and it joined again "
+                            "as a new member"))

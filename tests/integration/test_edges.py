@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -274,13 +275,21 @@ def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 def _depth(path: Path) -> int:
+    """Records in the spool at ``path``; 0 only while the file does not exist. Any other
+    failure to read it is raised: a spool that cannot be read has not drained."""
     if not path.exists():
         return 0
+    with Spool(path, readonly=True) as spool:
+        return spool.depth()
+
+
+def _depth_reached(path: Path, records: int) -> bool:
+    """For a wait for records to spool: a spool the edge is still creating has no table yet
+    for a moment, so an error reading it means "not yet" (never "drained": see _depth)."""
     try:
-        with Spool(path, readonly=True) as spool:
-            return spool.depth()
-    except Exception:
-        return 0
+        return _depth(path) >= records
+    except sqlite3.OperationalError:
+        return False
 
 
 def test_kafka_down_edge_killed_restarted_then_kafka_back_loses_nothing(
@@ -291,7 +300,7 @@ def test_kafka_down_edge_killed_restarted_then_kafka_back_loses_nothing(
            str(LIVE), "--interval", "0.01"]
     spool_path = Path(cfg.edge.spool_dir) / "flux.db"
     first = subprocess.Popen(cmd, env=_edge_env(cfg))
-    _wait(lambda: _depth(spool_path) >= 100, 120, "100 spooled records")
+    _wait(lambda: _depth_reached(spool_path, 100), 120, "100 spooled records")
     first.send_signal(signal.SIGKILL)
     first.wait()
     killed_at = _depth(spool_path)

@@ -151,3 +151,18 @@ def test_a_process_that_is_not_a_jvm_has_no_jit_figure() -> None:
     # a JVM's figure is checked in tests/integration/test_bench_command.py (the stack's)
     assert jit_threads_cpu_s(os.getpid()) is None
     assert jit_threads_cpu_s(2**22 + 1) is None  # no such process
+
+
+def test_the_memory_run_fails_when_the_worker_holds_fewer_than_the_tracked_jobs() -> None:
+    from pathlib import Path
+
+    from pipeline.runtime.errors import ServiceError
+
+    log = Path("worker-0.log")
+    changes = [(b"c:1", b"{}"), (b"c:2", b"{}"), (b"c:1", b"{}"), (b"c:3", b"{}")]
+    assert tracked.require_held(changes, 3, "app-jobs-changelog", log) == 3
+    # a job whose last change is a tombstone is no longer held
+    with pytest.raises(ServiceError, match="holds 2 of the 3 tracked jobs .*app-jobs-changelog"):
+        tracked.require_held([*changes, (b"c:2", None)], 3, "app-jobs-changelog", log)
+    with pytest.raises(ServiceError, match="holds 0 of the 3"):
+        tracked.require_held([], 3, "app-jobs-changelog", log)

@@ -10,9 +10,10 @@ state directories: :mod:`pipeline.tooling.bench.phase_names`), all deleted at th
 * ``ceilings`` -- consume + Avro-decode + parse the raw topic in one process (events/s);
   bulk-index prebuilt job and event documents with the sink's own bulk client (docs/s);
 * ``e2e`` -- a raw topic pre-filled with the workload, then ``jobstream worker`` (one or
-  more) and ``jobstream sink`` as child processes: events/s from the worker's first output
-  to the last job document searchable; Elasticsearch writes per job; worker memory; the
-  documents checked against the offline fold;
+  more) and ``jobstream sink`` as child processes: events/s from the worker's first event
+  (its Kafka timestamp: ``window``) to the last job document searchable; the cores busy and
+  the rate the machine's cores allow at the flow's CPU per event; Elasticsearch writes per
+  job; worker memory; the documents checked against the offline fold;
 * ``latency`` -- the workload published at a set rate while the flow runs; for a sample of
   jobs, the time from publishing a record to the job document's revision reflecting it
   being searchable (p50, p99);
@@ -23,6 +24,6 @@ state directories: :mod:`pipeline.tooling.bench.phase_names`), all deleted at th
   worker tracking them: resident memory of each.
 
 The modules: ``feed`` (workload, expected results, publishing), ``ceilings``, ``flow``
-(e2e and latency), ``tracked`` (memory at N tracked jobs), ``report`` (table and JSON),
-``run`` (the phases in order), ``cli``.
+(e2e and latency), ``window`` (where the e2e window starts), ``tracked`` (memory at N
+tracked jobs), ``report`` (table and JSON), ``run`` (the phases in order), ``cli``.
 """

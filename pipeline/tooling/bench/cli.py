@@ -74,9 +74,10 @@ def bench(ctx: click.Context, jobs: int, rate: float, latency_s: float, sample_e
     console = Console()
     result = run_bench(get_config(ctx), opts, console)
     load = result.details["machine"]
-    # wide enough for the notes even when the output is a file (rich's default: 80)
-    console.print(figures_table(result.figures, "jobstream bench"),
-                  width=max(console.width, 120))
+    # wide enough for the figures' names and notes even when the output is a file (rich's
+    # default: 80; print(width=) only narrows)
+    console.width = max(console.width, 120)
+    console.print(figures_table(result.figures, "jobstream bench"))
     console.print(f"[dim]{load['cpus']} CPUs ({load['cpu_model']}), load average "
                   f"{load['load_at_start'][0]:.2f} at start, {load['load_at_end'][0]:.2f} "
                   f"at end[/]")
@@ -88,6 +89,15 @@ def bench(ctx: click.Context, jobs: int, rate: float, latency_s: float, sample_e
         console.print(f"e2e CPU-s over {e2e['seconds']:.1f} s: {cpu} "
                       f"({e2e['cores_busy']:.2f} cores busy)"
                       + (f"; of which JIT compiling: {jit}" if jit else ""))
+        window = e2e["window"]
+        share = window["cpu_error_share"]
+        console.print(f"e2e window from the worker's first event, {e2e['startup_s']:.1f} s "
+                      f"after the processes started (located within "
+                      f"{1000 * window['error_s']:.1f} ms; CPU baselines within "
+                      f"{sum(window['cpu_error_s'].values()):.2f} CPU-s"
+                      + (f", {share:.1%} of the window's" if share is not None else "")
+                      + f"); its first output came {window['first_output_after_s']:.2f} s "
+                      "later")
     tracked = result.details.get("tracked")
     if tracked:
         console.print(f"at {tracked['jobs']} tracked jobs: worker {tracked['worker_rss_end_mib']} "

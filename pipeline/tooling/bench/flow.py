@@ -1,9 +1,11 @@
 """The whole flow under measurement: end-to-end throughput and latency.
 
 **Throughput** (:func:`run_e2e`). The raw topic is filled with the workload first; then the
-worker(s) and the sink start. The clock starts at the worker's first output (the first
-record on its events topic, seen through the topic's end offsets every 50 ms),
-so process start-up and the group join are reported apart and not charged to throughput;
+worker(s) and the sink start. The clock starts when the worker folds its first event, found
+afterwards by that record's Kafka timestamp, with each process's CPU at that moment from
+samples taken every 50 ms (:mod:`pipeline.tooling.bench.window`: why not the first record
+on the events topic, and the errors), so process start-up and the group join are reported
+apart and not charged to throughput;
 it stops when Elasticsearch *searches* every job document at its final revision: the
 number of documents equals the number of jobs and the sum of their ``revision`` fields
 the sum of the offline fold's (revisions only grow, so equal sums mean every document is
@@ -50,6 +52,14 @@ from pipeline.runtime.errors import ServiceError
 from pipeline.sink.names import Family, alias_name
 from pipeline.tooling.bench.feed import Feed, expected_documents, publish_paced
 from pipeline.tooling.bench.rss import Flow, flow, mib
+from pipeline.tooling.bench.window import (
+    STAMP_RESOLUTION_S,
+    Clock,
+    CpuHistory,
+    WindowStart,
+    baseline_at,
+    first_stamp_ms,
+)
 from pipeline.tooling.demo import wait_ready
 
 __all__ = ["E2EResult", "LatencyResult", "all_visible", "index_writes", "run_e2e", "run_latency"]
@@ -88,6 +98,10 @@ class DocCheck:
     unexpected: list[str] = field(default_factory=list)
     #: (document id, field, indexed value, offline value), a few
     differences: list[tuple[str, str, Any, Any]] = field(default_factory=list)
+    #: ids of the indexed documents that differ from their offline one in some field
+    different: list[str] = field(default_factory=list)
+    #: field -> indexed documents in which it differs
+    field_errors: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -97,7 +111,8 @@ class DocCheck:
         return {"ok": self.ok, "expected": self.expected, "found": self.found,
                 "equal": self.equal, "missing": self.missing[:10],
                 "unexpected": self.unexpected[:10],
-                "differences": [list(d) for d in self.differences[:10]]}
+                "differences": [list(d) for d in self.differences[:10]],
+                "field_errors": dict(self.field_errors)}
 
 
 def check_documents(expected: Mapping[str, Mapping[str, Any]],
@@ -114,6 +129,10 @@ def check_documents(expected: Mapping[str, Mapping[str, Any]],
         diff = [f for f in sorted(set(want) | set(doc)) if doc.get(f) != want.get(f)]
         if not diff:
             out.equal += 1
+        else:
+            out.different.append(key)
+        for name in diff:
+            out.field_errors[name] = out.field_errors.get(name, 0) + 1
         for name in diff[:3]:
             if len(out.differences) < 10:
                 out.differences.append((key, name, doc.get(name), want.get(name)))
@@ -127,14 +146,14 @@ class E2EResult:
     records: int
     events: int
     jobs: int
-    #: child processes spawned -> the worker's first output
+    #: child processes spawned -> the window's start (the worker's first event)
     startup_s: float
-    #: the worker's first output -> the last job document searchable
+    #: the window: the worker's first event -> the last job document searchable
     seconds: float
     writes: dict[str, int]
     rss_peak_mib: dict[str, float | None]
     rss_end_mib: dict[str, float | None]
-    #: CPU seconds each process used from the worker's first output to the last document
+    #: CPU seconds each process used in the window
     cpu_s: dict[str, float]
     #: of which the JIT compiler threads of the JVMs (Kafka, Elasticsearch)
     jit_cpu_s: dict[str, float]
@@ -142,23 +161,30 @@ class E2EResult:
     #: event documents indexed: one per distinct event id (a job polled twice states some
     #: of its events twice, in ``events``)
     event_documents: int
+    #: how the window's start was found, and its errors
+    window: WindowStart
 
     @property
     def events_per_s(self) -> float:
         return self.events / self.seconds if self.seconds > 0 else 0.0
 
 
-def _first_output(cfg: Config, f: Flow, timeout: float) -> float:
+def _first_output(cfg: Config, f: Flow, timeout: float, history: CpuHistory) -> float:
+    """When the first record shows on the events topic; ``history`` sampled at each look,
+    the last one after it."""
     positions = Positions(AdminClient(cfg.librdkafka()))
     outputs = [cfg.topics.events]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         f.check()
         try:
-            if sum(positions.ends(outputs).values()) > 0:
-                return time.monotonic()
+            seen = sum(positions.ends(outputs).values()) > 0
         except ServiceError:
-            pass  # the worker is creating the topic: no leader for a moment
+            seen = False  # the worker is creating the topic: no leader for a moment
+        now = time.monotonic()
+        history.sample()
+        if seen:
+            return now
         time.sleep(_FIRST_OUTPUT_POLL_S)
     raise ServiceError(f"the worker produced nothing within {timeout:.0f} s (log "
                        f"{f.workers[0].log})")
@@ -201,24 +227,40 @@ def run_e2e(cfg: Config, es: Elasticsearch, feed: Feed, logs: Path, *, workers: 
     """The flow on ``cfg``'s raw topic, which holds ``feed`` already."""
     with flow(cfg, logs, workers=workers) as f:
         spawned = time.monotonic()
+        clock = Clock.read()
+        history = CpuHistory(f.rss)
         with console.status(f"e2e: starting {workers} worker(s) and the sink"):
-            first = _first_output(cfg, f, timeout)
-            f.rss.sample()
-            cpu0, jit0 = dict(f.rss.cpu_s), f.rss.jit_cpu_s()
+            first_output = _first_output(cfg, f, timeout, history)
         with console.status(f"e2e: {feed.total_events} events -> {feed.jobs} job documents"):
             last = all_visible(es, cfg, [feed], f, timeout)
         f.rss.sample()
-        jit = {k: round(v - jit0.get(k, 0.0), 2) for k, v in f.rss.jit_cpu_s().items()}
+        cpu_end, jit_end = dict(f.rss.cpu_s), f.rss.jit_cpu_s()
         peak = {k: mib(v) for k, v in f.rss.peak.items()}
         end = {k: mib(v) for k, v in f.rss.last.items()}
-        cpu = {k: round(v - cpu0.get(k, 0.0), 2) for k, v in f.rss.cpu_s.items()}
+    drift = abs(Clock.read().offset - clock.offset)
+    # every event is on the topic now, the first of each partition among them
+    start = clock.monotonic(first_stamp_ms(cfg, [cfg.topics.events]) / 1000)
+    base = baseline_at(history.samples, start)
+    cpu = {k: round(v - base.cpu_s.get(k, 0.0), 2) for k, v in cpu_end.items()}
+    jit = {k: round(v - base.jit_cpu_s.get(k, 0.0), 2) for k, v in jit_end.items()}
+    cpu_error = {k: round(v, 3) for k, v in base.error_s.items()}
+    window = WindowStart(
+        method="the worker's first event: the earliest CreateTime on the events topic",
+        error_s=round(STAMP_RESOLUTION_S + clock.error + drift, 6),
+        clock_drift_s=round(drift, 6),
+        events_before_at_most=max(feed.events) if min(feed.events, default=0) else None,
+        first_output_after_s=round(first_output - start, 3), cpu_error_s=cpu_error,
+        cpu_error_share=(round(sum(cpu_error.values()) / sum(cpu.values()), 4)
+                         if sum(cpu.values()) > 0 else None),
+        cpu_sample_gap_s=round(base.gap_s, 3))
     refresh(es, f"{cfg.elasticsearch.index_prefix}*")
     writes = index_writes(es, cfg.elasticsearch.index_prefix)
     check = check_documents(expected_documents(cfg, feed),
                             list(job_documents(es, jobs_alias(cfg))))
     return E2EResult(workers, len(feed.records), feed.total_events, feed.jobs,
-                     first - spawned, last - first, writes, peak, end, cpu, jit, check,
-                     feed.distinct_events)
+                     startup_s=start - spawned, seconds=last - start, writes=writes,
+                     rss_peak_mib=peak, rss_end_mib=end, cpu_s=cpu, jit_cpu_s=jit,
+                     check=check, event_documents=feed.distinct_events, window=window)
 
 
 @dataclass

@@ -22,10 +22,10 @@ import psutil
 from pipeline.runtime.children import Child, free_port
 from pipeline.runtime.config import Config
 
-__all__ = ["Flow", "RssSampler", "flow"]
+__all__ = ["BENCH", "CLOCK_TICK_S", "Flow", "RssSampler", "flow"]
 
 #: the bench process itself in the CPU and RSS figures
-_BENCH = "bench"
+BENCH = "bench"
 
 MIB = 1024 * 1024
 
@@ -76,6 +76,21 @@ class RssSampler:
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             self.sample()
+
+    def cpu_now(self) -> dict[str, float]:
+        """CPU seconds (user + system) each watched process has used so far, read now and
+        returned rather than kept (the sampling thread may write :attr:`cpu_s` meanwhile);
+        a process that exited is left out."""
+        with self._lock:
+            procs = dict(self._procs)
+        out = {}
+        for name, proc in procs.items():
+            try:
+                cpu = proc.cpu_times()
+            except psutil.Error:
+                continue
+            out[name] = cpu.user + cpu.system
+        return out
 
     def jit_cpu_s(self) -> dict[str, float]:
         """CPU seconds the JIT compiler threads of each watched JVM used so far (Kafka,
@@ -156,12 +171,15 @@ def _watch_the_rest(rss: RssSampler, cfg: Config) -> None:
                 rss.watch(svc.name, svc.pid)
             except psutil.Error:
                 continue  # stopped since status() read its pid file
-    rss.watch(_BENCH, os.getpid())
+    rss.watch(BENCH, os.getpid())
 
 
 #: HotSpot's compiler threads, as /proc shows their names (cut at 15 characters)
 _JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+#: the unit of a process's CPU time in /proc (psutil reads it there): a reading is short of
+#: the truth by less than this
+CLOCK_TICK_S = 1 / _CLOCK_TICKS
 
 
 def jit_threads_cpu_s(pid: int) -> float | None:

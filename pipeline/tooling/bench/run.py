@@ -36,6 +36,7 @@ from pipeline.tooling.bench.feed import (
 )
 from pipeline.tooling.bench.phase_names import BenchNames, cleanup
 from pipeline.tooling.bench.report import Figure, at_least, below, figure
+from pipeline.tooling.bench.rss import BENCH
 
 __all__ = ["OPTIONAL_PHASES", "PHASES", "BenchOptions", "BenchResult", "run_bench"]
 
@@ -253,6 +254,16 @@ def _e2e(cfg: Config, es: Any, feed: Feed, opts: BenchOptions, logs: Path,
                                   if res.cpu_s.get("sink") else None)
     # how many cores the flow, Kafka, Elasticsearch and the bench kept busy together
     d["cores_busy"] = sum(res.cpu_s.values()) / res.seconds if res.seconds else None
+    # what the machine's cores could do at the flow's CPU per event (the worker, the sink,
+    # Kafka, Elasticsearch; not the bench, which only watches): the rate of a flow that
+    # kept every core busy, which no overlap of its waits can pass
+    flow_cpu = sum(v for k, v in res.cpu_s.items() if k != BENCH)
+    cpus = details["machine"]["cpus"]
+    d["flow_cpu_ms_per_event"] = 1000 * flow_cpu / res.events if flow_cpu else None
+    d["cpu_limit_events_per_s"] = cpus * res.events / flow_cpu if flow_cpu and cpus else None
+    values.update(e2e_cores_busy=d["cores_busy"],
+                  e2e_flow_cpu_ms_per_event=d["flow_cpu_ms_per_event"],
+                  e2e_cpu_limit_events_per_s=d["cpu_limit_events_per_s"])
     details["e2e"] = d
     if not res.check.ok:
         console.print(f"[red]e2e documents differ from the offline fold:[/] "
@@ -284,6 +295,7 @@ def _figures(v: dict[str, Any], opts: BenchOptions) -> list[Figure]:
     ceiling = v.get("consume_decode_ceiling_events_per_s")
     e2e = v.get("e2e_events_per_s")
     ratio = e2e / ceiling if e2e and ceiling else None
+    limit = v.get("e2e_cpu_limit_events_per_s")
     baseline = v.get("baseline_events_per_s")
     epj = v.get("events_per_job")
     jw = v.get("job_doc_writes_per_job")
@@ -297,6 +309,14 @@ def _figures(v: dict[str, Any], opts: BenchOptions) -> list[Figure]:
                note=f"{opts.workers} worker(s) + 1 sink; raw -> searchable job documents"
                     + ("" if v.get("e2e_documents_ok", True) else "; DOCUMENTS DIFFER")),
         figure("e2e_ratio_to_ceiling", ratio, "", f"≥ {TARGET_RATIO}", at_least(TARGET_RATIO)),
+        figure("e2e_cores_busy", v.get("e2e_cores_busy"), "cores",
+               note="CPU-s of every process sampled (bench too) / s"),
+        figure("e2e_flow_cpu_ms_per_event", v.get("e2e_flow_cpu_ms_per_event"), "ms",
+               note="worker + sink + Kafka + Elasticsearch"),
+        figure("e2e_cpu_limit_events_per_s", limit, "events/s",
+               note="the machine's cores / the flow's CPU per event"),
+        figure("e2e_cpu_limit_ratio_to_ceiling", limit / ceiling if limit and ceiling else None,
+               "", note="the highest e2e / ceiling on these cores"),
         figure("worker_cpu_ms_per_event", v.get("worker_cpu_ms_per_event"), "ms",
                f"≤ {TARGET_WORKER_CPU_MS}", lambda ms: ms <= TARGET_WORKER_CPU_MS,
                note="e2e run, every worker's CPU time"),

@@ -8,7 +8,10 @@ polled by ``python -m pipeline.edges slurm`` (poller only) from one ``squeue --j
 document listing them all pending (what the poller sees on a cluster with that queue).
 The edges run as the lean entry point that sites deploy. The worker (no sink: the figure
 is the worker's) consumes everything; once it has committed every raw and canonical
-partition to its end, its memory and its RocksDB store's size on disk are read.
+partition to its end, its memory and its RocksDB store's size on disk are read. Then the
+jobs its table holds are counted from the table's changelog (what the table is restored
+from): a worker that caught up while holding fewer than the N jobs, without sending any to
+the DLQ, fails the phase instead of reporting the memory of fewer jobs as that of N.
 
 The jobs come from the synthetic workload, generated in chunks of :data:`CHUNK` jobs (the
 first record of each job only) so that a million jobs never sit in memory at once.
@@ -20,11 +23,12 @@ import json
 import shutil
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from rich.console import Console
 
@@ -37,7 +41,8 @@ from pipeline.tooling.bench.feed import workload_spec
 from pipeline.tooling.bench.rss import RssSampler, flow, mib
 from pipeline.tooling.workload import GeneratedRecord, Workload
 
-__all__ = ["SlurmEdgeResult", "TrackedResult", "pending_jobs", "run_slurm_edge", "run_tracked"]
+__all__ = ["SlurmEdgeResult", "TrackedResult", "pending_jobs", "require_held", "run_slurm_edge",
+           "run_tracked"]
 
 CHUNK = 10_000
 _POLL_S = 0.5
@@ -53,6 +58,8 @@ class TrackedResult:
     flux_jobs: int
     slurm_jobs: int
     records: int
+    #: jobs in the worker's table at the end (its changelog's live keys): at least ``jobs``
+    held_jobs: int
     worker_rss_peak_mib: float | None
     worker_rss_end_mib: float | None
     store_mib: float
@@ -217,6 +224,8 @@ def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float
     positions = Positions(AdminClient(cfg.librdkafka()))
     raw = [cfg.topics.raw]
     canonical = [canonical_topic(cfg.worker.app_id)]
+    # Faust names a table's changelog <app id>-<table>-changelog; the worker's table is "jobs"
+    changelog = f"{cfg.worker.app_id}-jobs-changelog"
     edge_rss = RssSampler(0.1)
     started = time.monotonic()
     with flow(cfg, logs, sink=False) as f:
@@ -271,14 +280,68 @@ def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float
                 edge.stop()
             edge_rss.stop()
         store = _store_bytes(Path(cfg.worker.store_dir))
+    # after the flow: the worker's figures are taken, and this read does not compete with it
+    with console.status(f"memory: counting the jobs in the worker's table ({changelog})"):
+        held = require_held(_changes(cfg, positions, changelog, timeout), jobs, changelog,
+                            f.workers[0].log)
     return TrackedResult(
         jobs=jobs, flux_jobs=flux_jobs, slurm_jobs=slurm_jobs,
-        records=_ends(positions, raw), worker_rss_peak_mib=mib(worker_peak),
+        records=_ends(positions, raw), held_jobs=held, worker_rss_peak_mib=mib(worker_peak),
         worker_rss_end_mib=mib(worker_end), store_mib=round(store / 2**20, 1),
         flux_edge_rss_peak_mib=mib(edge_rss.peak.get("flux")),
         slurm_edge_rss_peak_mib=mib(edge_rss.peak.get("slurm")),
         slurm_edge_rss_end_mib=mib(edge_rss.last.get("slurm")),
         squeue_mib=round(squeue_bytes / 2**20, 1), seconds=seconds)
+
+
+def require_held(changes: Iterable[tuple[bytes | None, bytes | None]], jobs: int,
+                 changelog: str, log: Path) -> int:
+    """The jobs a table holds after ``changes`` (its changelog's keys and values in order:
+    a key is held unless its last value is a tombstone); ServiceError when fewer than
+    ``jobs``."""
+    held: set[bytes | None] = set()
+    for key, value in changes:
+        if value is None:
+            held.discard(key)
+        else:
+            held.add(key)
+    if len(held) < jobs:
+        raise ServiceError(
+            f"the worker's table holds {len(held)} of the {jobs} tracked jobs (changelog "
+            f"{changelog}), with none in the DLQ: its memory is not that of {jobs} jobs "
+            f"(log: {log})")
+    return len(held)
+
+
+def _changes(cfg: Config, positions: Positions, topic: str,
+             timeout: float) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every record of ``topic`` up to its end now, partition by partition
+    in offset order; ServiceError when it cannot be read to its end within ``timeout``."""
+    todo = {p: end for (_, p), end in positions.ends([topic]).items() if end > 0}
+    if not todo:
+        return
+    consumer = Consumer(cfg.librdkafka(**{
+        "group.id": f"{cfg.worker.app_id}-bench-count", "enable.auto.commit": False}))
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
+        deadline = time.monotonic() + timeout
+        while todo:
+            if time.monotonic() > deadline:
+                raise ServiceError(f"{topic}: partitions {sorted(todo)} not read to their end "
+                                   f"within {timeout:.0f} s")
+            for msg in consumer.consume(num_messages=1000, timeout=0.5):
+                error = msg.error()
+                if error is not None:
+                    if error.fatal():
+                        raise ServiceError(f"kafka consumer of {topic} failed: {error}")
+                    continue
+                yield msg.key(), msg.value()
+                if msg.offset() + 1 >= todo.get(msg.partition(), 0):
+                    todo.pop(msg.partition(), None)
+    except KafkaException as exc:
+        raise ServiceError(f"kafka: {exc}") from exc
+    finally:
+        consumer.close()
 
 
 def _ends(positions: Positions, topics: list[str]) -> int:

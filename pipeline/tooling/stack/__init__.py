@@ -205,7 +205,10 @@ def ensure_up(cfg: Config, *, fresh: bool = False, console: Console | None = Non
     """Fetch (once), start and wait for every service not already running.
 
     ``fresh`` stops the services first and wipes their data. Raises ServiceError with a
-    one-line reason (and the log tail when a service failed to start).
+    one-line reason (and the log tail when a service failed to start). A start that fails
+    part-way stops again the services this call had started (with ``fresh``, also those it
+    had stopped and started again), and the error names them; a service that was up and
+    that this call left alone stays up.
     """
     ui = Reporter(console)
     names = _select(services)
@@ -219,12 +222,20 @@ def ensure_up(cfg: Config, *, fresh: bool = False, console: Console | None = Non
                 for member in _members(cfg, name, jdks):
                     member.wipe()
             ui.note("[green]✓[/] data wiped: " + ", ".join(names))
-        for name in names:
-            if _start(cfg, name, jdks, ui):
-                started.append(name)
-            else:
-                where = ", ".join(m.address for m in _members(cfg, name, jdks))
-                ui.note(f"{_CLASSES[name].title} is already up on {where}")
+        try:
+            for name in names:
+                if _start(cfg, name, jdks, ui):
+                    started.append(name)
+                else:
+                    where = ", ".join(m.address for m in _members(cfg, name, jdks))
+                    ui.note(f"{_CLASSES[name].title} is already up on {where}")
+        except BaseException as exc:
+            undone = _undo_starts(cfg, started, jdks, ui)
+            if isinstance(exc, ServiceError) and undone:
+                # after a start's log lines on a line of its own, so the reason stays first
+                sep = "\n" if "\n" in str(exc) else "; "
+                raise ServiceError(f"{exc}{sep}{undone}") from exc
+            raise
     kafka = _members(cfg, "kafka", jdks)
     return StackInfo(
         kafka_bootstrap=",".join(m.address for m in kafka),
@@ -232,6 +243,26 @@ def ensure_up(cfg: Config, *, fresh: bool = False, console: Console | None = Non
         kafka_version=kafka[0].state().version,
         elasticsearch_version=es.state().version,
         started=tuple(started))
+
+
+def _undo_starts(cfg: Config, started: list[str], jdks: list[Jdk], ui: Reporter) -> str:
+    """Stop, last first, the services of ``started``: a failed ``ensure_up`` leaves nothing
+    of its own running unseen. Returns what it did, for the error ("" when nothing)."""
+    stopped: list[str] = []
+    failed: list[str] = []
+    for name in reversed(started):
+        title = _CLASSES[name].title
+        try:
+            if _stop(cfg, name, jdks, ui):
+                stopped.append(title)
+        except Exception as exc:  # the start's error is the one to raise
+            failed.append(f"{title} ({exc})")
+    said: list[str] = []
+    if stopped:
+        said.append(f"stopped again {', '.join(stopped)}, which this call had started")
+    if failed:
+        said.append(f"could not stop {', '.join(failed)}: 'jobstream stack down' stops it")
+    return "; ".join(said)
 
 
 def stop(cfg: Config, *, console: Console | None = None,
