@@ -74,7 +74,7 @@ from pipeline.core.anonymize import Anonymizer
 from pipeline.core.enrich import Enricher
 from pipeline.core.model import JobEvent
 from pipeline.core.snapshots import summarize
-from pipeline.fold import JobFold, folds
+from pipeline.fold import JobFold
 from pipeline.kafka.topics import canonical_topic
 from pipeline.runtime.config import Config
 from pipeline.runtime.crashguard import CrashGuard
@@ -259,12 +259,11 @@ class JobsStage:
             self.dead.event(key, message, ev, exc)
 
     def _fold_one(self, key: bytes, message: Any, ev: JobEvent) -> None:
-        if folds(ev):
-            fold = self._job(key)
-            fold.add(ev)
-            self.batch.folds[key] = (message, fold)
-            self.batch.events += 1
-            self.batch.folded[ev.cluster] += 1
+        fold = self._job(key)
+        fold.add(ev)
+        self.batch.folds[key] = (message, fold)
+        self.batch.events += 1
+        self.batch.folded[ev.cluster] += 1
         self.emit.event(key, ev, self._job)
         self.batch.sent[self.topics.events] += 1
         self._last_event.saw(ev.cluster, ev.timestamp)

@@ -109,7 +109,10 @@ class Anonymizer:
         """A job document under the policy."""
         if not self.active:
             return dict(doc)
-        out, _ = self._fields(doc)
+        out, replacements = self._fields(doc)
+        # the job's users write these (Flux memos): free text, scrubbed as contexts are
+        if out.get("user_annotations"):
+            out["user_annotations"] = self._scrub(out["user_annotations"], replacements)
         return out
 
     def event(self, event: Mapping[str, Any],

@@ -92,13 +92,22 @@ Field rules that are choices (Flux facts: docs/flux.md, "States, transitions, re
   ``node_hours``, for node-hour weighted means without scripts. ``node_hours`` counts
   every run of a requeued job while the efficiencies are the latest run's: the earlier
   runs' hours weigh the latest run's figure (sacct without ``--duplicates`` has no other).
-* ``memo`` events (``flux job memo``: a job's owner and its workflow tools post any number
-  of them) state no fact and change no field but ``updated_at``: they are not folded
-  (:func:`folds`), so neither ``revision`` nor ``updated_at`` moves with them, and a job's
-  state and the cost of folding it do not grow with its memos. They are in the events
-  index like every event.
+* ``user_annotations``: what the job's ``memo`` events set (``flux job memo``, and jobtap
+  plugins such as flux-accounting's fair-share factor; ``flux jobs`` shows them as
+  ``user.*``), folded as flux-core merges them: the last value of each key in fold order,
+  ``null`` removing the key, an object merged key by key into the object at its key.
+  Flat in the document, by dotted path, each value as its text (a string as it is, any
+  other value as compact JSON). The order and copies of the memos do not matter: the
+  state keeps per path the position of its last memo, a tombstone for a removal, so a
+  removal wins over an older value however they arrive (the rules:
+  :mod:`~pipeline.fold.annotations`). A memo is folded like any event besides: it is
+  kept in its window (so copies are told from new memos), counts in ``revision`` and
+  moves ``updated_at`` (the document changed then; a running job's ``run_s`` and hours
+  run to it), and costs its own size, not the job's memos before it. Bounded ("Bounds"
+  below), what is not kept counted in ``user_annotations_dropped``.
 * ``revision``: the number of distinct (event id, content) pairs folded for the job key
-  (kept or dropped: "Bounds" below).
+  (kept or dropped: "Bounds" below), memos included, so every change of the document,
+  a user annotation too, gives it a higher revision (the sink's external version).
   It only grows as events arrive, is the same for any order, and is shared by every
   incarnation of a key (an event can move to a new incarnation when its submit arrives; a
   shared count still only grows, so Elasticsearch's external version check holds).
@@ -118,7 +127,14 @@ only the keys the fold reads (:data:`FOLD_CONTEXT`), free text cut to
 hash, as the fold only compares them), text facts to :data:`STATE_FACT_CHARS` (so in the
 document too), and a long node list as runs of numbered names. :meth:`JobFold.fit` keeps
 the state JSON under a byte budget by narrowing that job's windows (kept in its state) and
-raises :class:`StateTooLarge` when even one event per window does not fit.
+raises :class:`StateTooLarge` when even one event per window does not fit. The user
+annotations keep at most :data:`USER_ANNOTATION_KEYS` paths (the smallest in path order,
+so the same ones in any order; removed and object paths count), each path at most
+:data:`USER_ANNOTATION_KEY_BYTES` dotted and value :data:`USER_ANNOTATION_VALUE_BYTES`
+(cut beyond), so at most :data:`USER_ANNOTATION_BYTES` in a document; a memo's write
+not kept whole is counted in ``user_annotations_dropped``. A memo its full window does
+not keep is still folded into them, and counted dropped if it changed them (a copy of
+one folded before changes nothing).
 
 Within the bounds nothing changes: the documents of a job whose windows never fill are
 those of every event. Beyond them, the kept events are the same for any order and any
@@ -137,7 +153,8 @@ below from ``pipeline.fold`` itself:
 * :mod:`~pipeline.fold.order`: the total order of a job's events, one event made of two
   copies of an id, and the cut of an id's events into incarnations and runs;
 * :mod:`~pipeline.fold.bounds`: what a job's state keeps ("Bounds"): windows, their
-  caps, the context and facts kept of an event, the events not folded at all;
+  caps, the context and facts kept of an event, the bounds of the user annotations;
+* :mod:`~pipeline.fold.annotations`: a job's user annotations, folded from its memos;
 * :mod:`~pipeline.fold.run_state`: one run's state and what follows from it: its times,
   hours, pending reason and result;
 * :mod:`~pipeline.fold.incarnation`: one incarnation, its events applied run after run;
@@ -159,13 +176,17 @@ from pipeline.fold.bounds import (
     KEEP_PER_WINDOW,
     STATE_FACT_CHARS,
     STATE_TEXT_CHARS,
+    USER_ANNOTATION_BYTES,
+    USER_ANNOTATION_KEY_BYTES,
+    USER_ANNOTATION_KEYS,
+    USER_ANNOTATION_VALUE_BYTES,
     StateTooLarge,
-    folds,
 )
 from pipeline.fold.document import DOC_FIELDS, doc_id
 from pipeline.fold.jobfold import JobFold, fold
 from pipeline.fold.order import event_order
 
 __all__ = ["DOC_FIELDS", "FOLD_CONTEXT", "KEEP_PER_WINDOW", "STATE_FACT_CHARS",
-           "STATE_TEXT_CHARS", "JobFold",
-           "StateTooLarge", "doc_id", "event_order", "fold", "folds"]
+           "STATE_TEXT_CHARS", "USER_ANNOTATION_BYTES", "USER_ANNOTATION_KEYS",
+           "USER_ANNOTATION_KEY_BYTES", "USER_ANNOTATION_VALUE_BYTES", "JobFold",
+           "StateTooLarge", "doc_id", "event_order", "fold"]

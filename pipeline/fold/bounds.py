@@ -2,9 +2,10 @@
 
 A job's state is one Kafka record, and a job's owner can post events without end, so the
 state keeps at most :data:`KEEP_PER_WINDOW` events of each window (the first and the
-latest, in fold order) and of each kept event only what the fold reads, cut to a size
-(:mod:`pipeline.fold`, "Bounds"). :class:`Window` is the fold order of a full window's
-kept events, so a new event finds the one to drop without sorting them all again.
+latest, in fold order) and of each kept event only what the fold reads, cut to a size,
+and of its user annotations at most ``USER_ANNOTATION_*`` (:mod:`pipeline.fold`,
+"Bounds"). :class:`Window` is the fold order of a full window's kept events, so a new
+event finds the one to drop without sorting them all again.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from pipeline.core.model import CANONICAL_EVENTS, JobEvent
 from pipeline.fold.order import event_order
 
 __all__ = ["FOLD_CONTEXT", "KEEP_PER_WINDOW", "STATE_FACT_CHARS", "STATE_TEXT_CHARS",
-           "StateTooLarge", "Window", "folds", "state_parts", "window_of"]
+           "USER_ANNOTATION_BYTES", "USER_ANNOTATION_KEYS", "USER_ANNOTATION_KEY_BYTES",
+           "USER_ANNOTATION_VALUE_BYTES", "StateTooLarge", "Window", "state_parts",
+           "window_of"]
 
 #: Events a job's state keeps of one window (:mod:`pipeline.fold`, "Bounds"): a real job
 #: has a handful of each name, requeued ones one per run.
@@ -35,14 +38,15 @@ STATE_TEXT_CHARS = 1024
 #: (PATH_MAX is 4096), and the events index keeps them whole.
 STATE_FACT_CHARS = 4096
 
-#: Events that can state no fact, posted without bound by a job's users (the ``memo``
-#: rule of :mod:`pipeline.fold`).
-_NOT_FOLDED = frozenset({"memo"})
-
-
-def folds(event: JobEvent) -> bool:
-    """Whether ``event`` is folded into its job's state (a memo is not)."""
-    return event.event not in _NOT_FOLDED or bool(event.facts)
+#: A job's user annotations (its memos, :mod:`pipeline.fold.annotations`) kept, at most:
+#: paths (a key, or a key within an object; deleted ones included), the smallest ones;
+#: the bytes of a path's dotted name; the bytes of a value's text. So they are at most
+#: :data:`USER_ANNOTATION_BYTES` in a document; what is not kept is counted there.
+USER_ANNOTATION_KEYS = 64
+USER_ANNOTATION_KEY_BYTES = 128
+USER_ANNOTATION_VALUE_BYTES = 512
+USER_ANNOTATION_BYTES = USER_ANNOTATION_KEYS * (USER_ANNOTATION_KEY_BYTES
+                                                + USER_ANNOTATION_VALUE_BYTES)
 
 
 class StateTooLarge(ValueError):

@@ -1,10 +1,11 @@
 """The job document of one incarnation: its fields, their order, its id.
 
 :func:`document` reads what an incarnation holds (identity facts, its latest run, the
-hours of the runs before it, its exceptions) into the fields of the ``JobState`` schema
-(:data:`DOC_FIELDS`), then derives the presentation-only ones in one step
-(:func:`pipeline.fold.presentation.present`): what is here is what the job did, what is
-there is computed from it for Elasticsearch and the panels.
+hours of the runs before it, its exceptions) and its job's user annotations into the
+fields of the ``JobState`` schema (:data:`DOC_FIELDS`), then derives the
+presentation-only ones in one step (:func:`pipeline.fold.presentation.present`): what is
+here is what the job did, what is there is computed from it for Elasticsearch and the
+panels.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ DOC_FIELDS: tuple[str, ...] = (
     "cpu_eff_x_nh", "mem_eff_x_nh",
     "pending_reason",
     "events_dropped", "exceptions_dropped",
+    "user_annotations", "user_annotations_dropped",
     "revision", "updated_at",
 )
 
@@ -130,6 +132,10 @@ def document(inc: Incarnation, runs: int) -> dict[str, Any]:
         doc["events_dropped"] = sum(dropped.values())
         doc["exceptions_dropped"] = sum(
             n for name, n in dropped.items() if name.startswith("exception/")) or None
+    # the job key's, so every incarnation's (memos are Flux's, whose ids never repeat)
+    notes = jf.annotations
+    doc["user_annotations"] = notes.view()
+    doc["user_annotations_dropped"] = notes.dropped or None
     doc.update(revision=inc.revision, updated_at=updated_at)
     present(doc)
     return doc

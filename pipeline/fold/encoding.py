@@ -5,7 +5,9 @@ event from one already folded.
 The encoding is the ``JobFold`` state every worker reads back from the table's
 changelog, so it only gains keys a state without them reads as their default: ``dropped``
 and ``keep`` appear only once the bounds have dropped events or narrowed the windows,
-and a long node list is kept as runs of numbered names (:func:`node_runs`).
+``annotations`` and ``annotations_dropped`` once a memo set a user annotation
+(:mod:`pipeline.fold.annotations`), and a long node list is kept as runs of numbered
+names (:func:`node_runs`).
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from typing import Any
 
 from pipeline.core.jsontext import canonical
 from pipeline.core.model import JobEvent
+from pipeline.fold.annotations import UserAnnotations
 from pipeline.fold.bounds import KEEP_PER_WINDOW, state_parts
 
-__all__ = ["event_entry", "event_of_entry", "fingerprint", "node_names", "node_runs",
-           "state_head"]
+__all__ = ["annotations_of", "event_entry", "event_of_entry", "fingerprint", "node_names",
+           "node_runs", "state_head"]
 
 #: A node list of more names than this is kept in a job's state as runs of numbered names.
 _RUNS_FROM = 16
@@ -73,8 +76,8 @@ def node_names(runs: list[list[Any]]) -> list[Any]:
 
 
 def state_head(cluster: str | None, scheduler: str | None, job_id: str | None,
-               job_id_f58: str | None, dropped: Mapping[str, int], keep: int
-               ) -> dict[str, Any]:
+               job_id_f58: str | None, dropped: Mapping[str, int], keep: int,
+               annotations: UserAnnotations) -> dict[str, Any]:
     """The state's keys but its events."""
     head: dict[str, Any] = {"cluster": cluster, "scheduler": scheduler, "job_id": job_id,
                             "job_id_f58": job_id_f58}
@@ -82,7 +85,17 @@ def state_head(cluster: str | None, scheduler: str | None, job_id: str | None,
         head["dropped"] = dict(sorted(dropped.items()))
     if keep != KEEP_PER_WINDOW:
         head["keep"] = keep
+    if len(annotations):
+        head["annotations"] = annotations.to_state()
+    if annotations.dropped:
+        head["annotations_dropped"] = annotations.dropped
     return head
+
+
+def annotations_of(head: Mapping[str, Any]) -> UserAnnotations:
+    """The user annotations of a state's head (none in a state written before them)."""
+    return UserAnnotations.from_state(head.get("annotations") or (),
+                                      int(head.get("annotations_dropped") or 0))
 
 
 def event_entry(ev: JobEvent, fps: Iterable[str]) -> dict[str, Any]:

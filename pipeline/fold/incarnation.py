@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from pipeline.core.model import JobEvent
+from pipeline.fold.annotations import UserAnnotations
 from pipeline.fold.order import assign, is_final, submit_time
 from pipeline.fold.run_state import (
     COMPLETING,
@@ -51,6 +52,9 @@ class JobHead(Protocol):
 
     @property
     def dropped(self) -> Mapping[str, int]: ...
+
+    @property
+    def annotations(self) -> UserAnnotations: ...
 
 
 class Incarnation:

@@ -1,5 +1,6 @@
-"""The incremental fold: :class:`JobFold`, one job key's deduplicated, bounded events and
-the incarnation it folded last, and :func:`fold`, the batch fold made of them.
+"""The incremental fold: :class:`JobFold`, one job key's deduplicated, bounded events, the
+user annotations its memos set and the incarnation it folded last, and :func:`fold`, the
+batch fold made of them.
 
 The stream agents keep one ``JobFold`` per job in a Faust table and ask it for the
 job's documents after every batch that touches the job. Folding all of a job's events
@@ -18,16 +19,22 @@ from typing import Any
 
 from pipeline.core.jsontext import dumps_text
 from pipeline.core.model import JobEvent, job_key
+from pipeline.fold.annotations import UserAnnotations, memo_order
 from pipeline.fold.bounds import (
     KEEP_PER_WINDOW,
     StateTooLarge,
     Window,
-    folds,
     state_parts,
     window_of,
 )
 from pipeline.fold.document import doc_id, document
-from pipeline.fold.encoding import event_entry, event_of_entry, fingerprint, state_head
+from pipeline.fold.encoding import (
+    annotations_of,
+    event_entry,
+    event_of_entry,
+    fingerprint,
+    state_head,
+)
 from pipeline.fold.incarnation import Incarnation
 from pipeline.fold.order import event_order, merge_variants, split_incarnations, submit_time
 
@@ -64,7 +71,8 @@ class JobFold:
     """
 
     __slots__ = ("cluster", "scheduler", "job_id", "job_id_f58", "keep", "_events", "_fps",
-                 "_json", "_live", "_new", "_counts", "_windows", "_dropped", "__weakref__")
+                 "_json", "_live", "_new", "_counts", "_windows", "_dropped", "_annotations",
+                 "__weakref__")
 
     def __init__(self) -> None:
         self.cluster: str | None = None
@@ -82,6 +90,7 @@ class JobFold:
         self._counts: dict[str, int] = {}  # window -> events kept
         self._windows: dict[str, Window] = {}  # the full windows' order, made when full
         self._dropped: dict[str, int] = {}  # window -> events dropped
+        self._annotations = UserAnnotations()  # what the memos set, kept apart from them
 
     @property
     def key(self) -> str | None:
@@ -100,6 +109,11 @@ class JobFold:
         return self._dropped
 
     @property
+    def annotations(self) -> UserAnnotations:
+        """The job's user annotations, folded from its memos (not to be changed)."""
+        return self._annotations
+
+    @property
     def done(self) -> bool:
         """Whether the job's latest incarnation is done."""
         docs = self.documents()
@@ -109,10 +123,8 @@ class JobFold:
         return len(self._events)
 
     def add(self, event: JobEvent) -> bool:
-        """Fold in one event; False if it was already there (a duplicate) or is not
-        folded (:func:`~pipeline.fold.bounds.folds`)."""
-        if not folds(event):
-            return False
+        """Fold in one event; False if it was already there (a duplicate), or may have been
+        (one its full window does not keep: :mod:`pipeline.fold`, "Bounds")."""
         if self.cluster is None:
             self.cluster, self.scheduler, self.job_id = (
                 event.cluster, event.scheduler, event.job_id)
@@ -125,7 +137,11 @@ class JobFold:
         fps = self._fps.get(event.event_id)
         if fps is not None and fp in fps:
             return False
-        context, facts = state_parts(event.context, event.facts)
+        memo = event.event == "memo"
+        # a memo's context is folded into the annotations, whole; the event keeps none
+        posted = self._annotations.post(event.context, memo_order(event, fp)) if memo else (
+            False, 0)
+        context, facts = state_parts({} if memo else event.context, event.facts)
         # without jobspec, R and record (dataclasses.replace costs four times as much)
         compact = JobEvent(cluster=event.cluster, scheduler=event.scheduler,
                            job_id=event.job_id, event=event.event, timestamp=event.timestamp,
@@ -134,7 +150,13 @@ class JobFold:
         old = self._events.get(event.event_id)
         if old is None:
             if not self._make_room(compact):
-                return False
+                if not posted[0]:
+                    return False
+                # a copy would have changed nothing: a new memo, counted as the window's
+                name = window_of(compact)
+                self._dropped[name] = self._dropped.get(name, 0) + 1
+                self._annotations.dropped += posted[1]
+                return True
             self._events[event.event_id] = compact
             self._new.append(compact)
             fps = self._fps[event.event_id] = set()
@@ -146,6 +168,7 @@ class JobFold:
             if name in self._windows:  # the merged copy may sort elsewhere
                 self._windows[name] = Window.of(name, self._events.values())
         fps.add(fp)
+        self._annotations.dropped += posted[1]
         self._json.pop(event.event_id, None)
         if event.job_id_f58 and (self.job_id_f58 is None or event.job_id_f58 < self.job_id_f58):
             self.job_id_f58 = event.job_id_f58
@@ -250,7 +273,7 @@ class JobFold:
 
     def _head(self) -> dict[str, Any]:
         return state_head(self.cluster, self.scheduler, self.job_id, self.job_id_f58,
-                          self._dropped, self.keep)
+                          self._dropped, self.keep, self._annotations)
 
     def _entry(self, ev: JobEvent) -> dict[str, Any]:
         return event_entry(ev, self._fps[ev.event_id])
@@ -262,6 +285,7 @@ class JobFold:
         jf.job_id_f58 = d.get("job_id_f58")
         jf.keep = int(d.get("keep", KEEP_PER_WINDOW))
         jf._dropped = {str(k): int(v) for k, v in (d.get("dropped") or {}).items()}
+        jf._annotations = annotations_of(d)
         for e in d.get("events", ()):
             ev = event_of_entry(d, e, jf.job_id_f58)
             if jf._make_room(ev):

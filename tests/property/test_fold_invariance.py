@@ -2,7 +2,8 @@
 
 Generated job event sets are deliberately messy: equal timestamps, events with and without
 ``seq``, several sources, copies of one ``event_id`` with different content, Slurm submit
-times that split incarnations and runs, requeues, final and non-final ends.
+times that split incarnations and runs, requeues, final and non-final ends, memos that set,
+replace and remove user annotations.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
+from pipeline.core.jsontext import canonical
 from pipeline.core.model import RESULTS, JobEvent, make_event_id
 from pipeline.fold import JobFold, doc_id, fold
 
@@ -45,7 +47,17 @@ SOURCES = {"flux": ["flux-journal", "flux-eventlog"],
            "slurm": ["slurm-jobcomp", "slurm-sacct", "slurm-squeue", "slurm-hook"]}
 
 
+#: A memo's context: keys set, replaced, removed (null), objects merged into (flux job memo).
+memo_keys = st.sampled_from(["a", "b", "c"])
+memo_leaves = st.none() | st.integers(0, 3) | st.sampled_from(["x", "y"]) | st.just([1, None])
+memo_contexts = st.dictionaries(memo_keys, st.recursive(
+    memo_leaves, lambda inner: st.dictionaries(memo_keys, inner, max_size=3), max_leaves=6),
+    max_size=3)
+
+
 def _context(name: str) -> st.SearchStrategy[dict[str, Any]]:
+    if name == "memo":
+        return memo_contexts
     if name == "exception":
         return st.fixed_dictionaries({
             "type": st.sampled_from(["cancel", "timeout", "oom", "exec", "test"]),
@@ -188,10 +200,91 @@ def test_revision_never_decreases_as_events_arrive(events: list[JobEvent],
         arrived.setdefault(ev.key, []).append(ev)
         assert _canon(sorted(docs, key=doc_id)) == _canon(fold(arrived[ev.key]))
         revisions = {d["revision"] for d in docs}
-        assert revisions == ({jf.revision} if len(jf) else set())  # memos alone: no document
+        assert revisions == ({jf.revision} if len(jf) else set())
         before = last.get(ev.key, 0)
         assert jf.revision > before if added else jf.revision == before
         last[ev.key] = jf.revision
+
+
+def _flux_merge(user: dict[str, Any], memo: dict[str, Any]) -> None:
+    """What flux-core does with a memo (job-list's memo_update): an object merged key by
+    key into the object at its key (made one if it is not), any other value set; then
+    nulls removed, and objects left empty."""
+    for key, value in memo.items():
+        if isinstance(value, dict):
+            if not isinstance(user.get(key), dict):
+                user[key] = {}
+            _flux_merge(user[key], value)
+        else:
+            user[key] = value
+
+
+def _clear_null(obj: dict[str, Any]) -> None:
+    for key, value in list(obj.items()):
+        if isinstance(value, dict):
+            _clear_null(value)
+        if value is None or value == {}:
+            del obj[key]
+
+
+def _shown(user: dict[str, Any], above: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in user.items():
+        name = f"{above}.{key}" if above else key
+        if isinstance(value, dict):
+            out.update(_shown(value, name))
+        else:
+            out[name] = value if isinstance(value, str) else canonical(value)
+    return out
+
+
+@st.composite
+def memo_jobs(draw: st.DrawFn) -> list[JobEvent]:
+    """A running Flux job and memos, some at one instant (one id: copies merged), with and
+    without seq (a memo seen live and in a backlog)."""
+    events = [JobEvent(cluster="c", scheduler="flux", job_id="1", event=name,
+                       timestamp=T0 + i, source="flux-journal", seq=i, job_id_f58="f1",
+                       event_id=make_event_id("c", "flux", "1", name, T0 + i, "flux-journal"),
+                       context={"urgency": 16} if name == "submit" else {})
+              for i, name in enumerate(["submit", "validate", "depend", "alloc", "start"])]
+    for _ in range(draw(st.integers(1, 12))):
+        t = T0 + 5 + draw(st.integers(0, 8)) / 4
+        events.append(JobEvent(
+            cluster="c", scheduler="flux", job_id="1", event="memo", timestamp=t,
+            source=draw(st.sampled_from(SOURCES["flux"])), seq=draw(st.none() | st.integers(5, 9)),
+            event_id=make_event_id("c", "flux", "1", "memo", t, "flux-journal"),
+            context=draw(memo_contexts), job_id_f58="f1"))
+    return events
+
+
+@settings(max_examples=500, deadline=None)
+@given(memo_jobs(), st.data())
+def test_memos_in_any_order_and_copies_give_the_same_document(events: list[JobEvent],
+                                                               data: st.DataObject) -> None:
+    """A removal wins over an older value however they arrive; copies change nothing."""
+    expected = _canon(fold(events))
+    extra = data.draw(st.lists(st.sampled_from(events), max_size=10))
+    mixed = data.draw(st.permutations([*events, *extra]))
+    assert _canon(fold(mixed)) == expected
+
+
+@settings(max_examples=500, deadline=None)
+@given(memo_jobs())
+def test_memos_set_the_annotations_flux_would_applying_them_in_fold_order(
+        events: list[JobEvent]) -> None:
+    memos = sorted((e for e in events if e.event == "memo"), key=lambda e: (
+        e.timestamp, e.seq is None, e.seq or 0))
+    if len({e.timestamp for e in memos}) < len(memos):
+        # memos of one instant are copies of one event id to the fold, merged key by key
+        memos = [e for e in memos if sum(o.timestamp == e.timestamp for o in memos) == 1]
+        events = [e for e in events if e.event != "memo" or e in memos]
+    user: dict[str, Any] = {}
+    for e in memos:
+        _flux_merge(user, json.loads(json.dumps(e.context)))
+        _clear_null(user)
+    [doc] = fold(events)
+    assert doc["user_annotations"] == (_shown(user) or None)
+    assert doc["user_annotations_dropped"] is None
 
 
 @pytest.mark.parametrize("reason", ["held", "dependency", "priority", "resources", "Priority",

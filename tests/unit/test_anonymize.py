@@ -57,6 +57,17 @@ class TestPolicy:
         doc = Anonymizer({"uid": "pseudonymize"}, KEY).document({"uid": 1001})
         assert isinstance(doc["uid"], int) and doc["uid"] != 1001
 
+    def test_user_annotations_are_scrubbed_like_contexts(self):
+        # Flux memos are the job's users' free text: a name there is replaced like one in a
+        # context, a key naming an identity gets that identity's policy
+        anon = Anonymizer({"user": "pseudonymize"}, KEY)
+        doc = anon.document({"user": "alice", "user_annotations": {
+            "note": "ran by alice in /home/alice", "user": "alice", "progress": "50"}})
+        notes = doc["user_annotations"]
+        assert "alice" not in json.dumps(notes)
+        assert notes["note"] == f"ran by {doc['user']} in /home/{doc['user']}"
+        assert notes["user"] == doc["user"] and notes["progress"] == "50"
+
     def test_drop_removes_the_field(self):
         assert "group" not in Anonymizer({"group": "drop"}).document({"group": "g", "a": 1})
 

@@ -128,10 +128,16 @@ def test_the_memo_feed_is_one_job_s_memos_then_the_other_jobs() -> None:
     memos = feed.records[at + 1:at + 501]
     assert {r.key for r in memos} == {key}
     assert all(json.loads(r.payload)["events"][0]["name"] == "memo" for r in memos)
-    # every memo is an event of its own, indexed; none changes a job document
+    # every memo is an event of its own, indexed; they change their job's annotations
+    # (and its revision, and past the window its dropped count), no other document
     assert feed.distinct_events == plain.distinct_events + 500
     assert feed.total_events == plain.total_events + 500
-    assert feed.documents == plain.documents
+    assert ({k: v for k, v in feed.documents.items() if k != key}
+            == {k: v for k, v in plain.documents.items() if k != key})
+    doc, before = feed.documents[key], plain.documents[key]
+    assert doc["user_annotations"] == {"progress": "step 500 of 500"}
+    assert {k for k in doc if doc[k] != before[k]} == {"user_annotations", "revision",
+                                                        "events_dropped"}
     assert [r for r in feed.records if r not in memos] == list(plain.records)
 
 

@@ -144,18 +144,48 @@ def test_running_job_usage_runs_to_the_newest_event_not_the_clock() -> None:
     assert one(events) == doc  # reproducible
 
 
-def test_memos_are_not_folded_and_a_job_state_does_not_grow_with_them() -> None:
+def memo(t: float, **values: Any) -> JobEvent:
+    return ev("memo", t, ctx=values)
+
+
+def test_memos_set_the_user_annotations_the_last_value_of_each_key_null_removing_it() -> None:
     running = [e for e in flux_life() if e.timestamp <= T0 + 11]
-    memos = [ev("memo", T0 + 12 + i, ctx={"progress": i}) for i in range(10_000)]
+    memos = [memo(T0 + 12, progress=10, stage="mesh"), memo(T0 + 13, progress=50),
+             memo(T0 + 14, note="hello", mesh={"cells": 10, "dims": [2, 3]}),
+             memo(T0 + 15, note=None, mesh={"cells": None, "ok": True})]
+    doc = one(running + memos)
+    assert doc["user_annotations"] == {"progress": "50", "stage": "mesh",
+                                       "mesh.dims": "[2,3]", "mesh.ok": "true"}
+    assert doc["user_annotations_dropped"] is None
+    # memos are folded events: they count in revision and move updated_at (and run_s)
+    assert doc["revision"] == len(running) + len(memos)
+    assert doc["updated_at"] == round((T0 + 15) * 1000) and doc["run_s"] == 5.0
+    # a removal wins over the older value however they arrive, copies change nothing
+    assert one(running + memos[::-1] + memos[1:]) == doc
+    assert one(running)["user_annotations"] is None
     jf = JobFold()
     for e in running + memos:
         jf.add(e)
-    assert jf.documents() == fold(running) == fold(running + memos)
-    assert len(jf) == len(running) and jf.revision == len(running)
-    assert not jf.add(memos[0])
+    assert not jf.add(memos[0]) and jf.documents() == [doc]
     # a memo stating a fact is folded like any event
-    assert jf.add(ev("memo", T0 + 13, facts={"queue": "debug"}))
+    assert jf.add(ev("memo", T0 + 16, facts={"queue": "debug"}))
     assert jf.documents()[0]["queue"] == "debug"
+
+
+def test_a_memo_value_replaces_an_object_and_an_object_a_value_as_in_flux() -> None:
+    running = [e for e in flux_life() if e.timestamp <= T0 + 11]
+
+    def notes(*memos: JobEvent) -> dict[str, str] | None:
+        return one(running + list(memos))["user_annotations"]
+
+    assert notes(memo(T0 + 12, a={"b": 1}), memo(T0 + 13, a={"c": 2})) == {"a.b": "1",
+                                                                           "a.c": "2"}
+    assert notes(memo(T0 + 12, a={"b": 1}), memo(T0 + 13, a=5)) == {"a": "5"}
+    assert notes(memo(T0 + 12, a=5), memo(T0 + 13, a={"c": 2})) == {"a.c": "2"}
+    # a value removed what was under it, so an object written later starts afresh
+    assert notes(memo(T0 + 12, a={"b": 1}), memo(T0 + 13, a=5), memo(T0 + 14, a={})) is None
+    assert notes(memo(T0 + 12, a={"b": 1}), memo(T0 + 13, a=None),
+                 memo(T0 + 14, a={"c": 2})) == {"a.c": "2"}
 
 
 def test_documents_kept_up_event_by_event_equal_the_whole_fold() -> None:
@@ -638,6 +668,47 @@ def test_flux_088_backlog_and_live_fold_to_the_same_documents() -> None:
         return [{k: v for k, v in d.items() if k != "revision"} for d in docs]
 
     assert strip(fold(backlog)) == strip(fold(live)) == strip(fold(live + backlog))
+
+
+def _as_text(user: dict[str, Any], above: str = "") -> dict[str, str]:
+    """Flux's ``annotations.user`` as the document shows it: flat, each value as text."""
+    out: dict[str, str] = {}
+    for key, value in user.items():
+        name = f"{above}.{key}" if above else key
+        if isinstance(value, dict):
+            out.update(_as_text(value, name))
+        else:
+            out[name] = value if isinstance(value, str) else json.dumps(value)
+    return out
+
+
+def test_flux_088_memos_fold_to_the_user_annotations_flux_jobs_shows() -> None:
+    """Four memos on one running job, the last removing a key: the document has what
+    ``flux jobs`` shows afterwards, in its JSON and as it prints ``{user.*}``."""
+    [doc] = fold(_events("flux-journal", vector("flux", "real-0.88-memo-journal.jsonl")))
+    [truth] = json.loads(vector("flux", "real-0.88-memo-flux-jobs.json").read_text())["jobs"]
+    assert doc["job_id_f58"] == truth["jobid"] and doc["result"] == "cancelled"
+    assert doc["user_annotations"] == _as_text(truth["annotations"]["user"]) == {
+        "progress": "50", "stage": "mesh"}
+    assert doc["user_annotations_dropped"] is None
+    header, row = vector("flux", "real-0.88-memo-flux-jobs.txt").read_text().splitlines()
+    printed = dict(zip(header.split(), row.split(" "), strict=True))
+    assert printed["JOBID"] == doc["job_id_f58"]
+    for column in ("USER.PROGRESS", "USER.STAGE", "USER.NOTE"):  # Flux prints "" for none
+        key = column.removeprefix("USER.").lower()
+        assert (doc["user_annotations"].get(key) or "") == printed[column], column
+
+
+def test_flux_088_recording_s_memos_are_its_jobs_user_annotations(
+        flux_truth: dict[str, Any]) -> None:
+    for recording in ("backlog", "live"):
+        docs = fold(_events("flux-journal", vector("flux", f"real-0.88-journal-{recording}.jsonl")))
+        for doc in docs:
+            truth = flux_truth[doc["job_id"]]
+            user = dict(truth.get("annotations", {}).get("user", {}))
+            if "uri" in truth:  # flux jobs --json shows a subinstance's user.uri as uri
+                user["uri"] = truth["uri"]
+            assert doc["user_annotations"] == (_as_text(user) or None), truth["name"]
 
 
 def test_flux_dump_eventlog_and_derived_journal_agree() -> None:

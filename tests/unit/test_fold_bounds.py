@@ -19,6 +19,10 @@ from pipeline.fold import (
     KEEP_PER_WINDOW,
     STATE_FACT_CHARS,
     STATE_TEXT_CHARS,
+    USER_ANNOTATION_BYTES,
+    USER_ANNOTATION_KEY_BYTES,
+    USER_ANNOTATION_KEYS,
+    USER_ANNOTATION_VALUE_BYTES,
     JobFold,
     StateTooLarge,
     fold,
@@ -27,7 +31,7 @@ from pipeline.fold import (
 #: a job state's budget in the worker (worker.max_state_bytes' default)
 BUDGET = 512 * 1024
 #: fields that count events, which the bounds make order-dependent (module docstring)
-COUNTS = ("revision", "events_dropped", "exceptions_dropped")
+COUNTS = ("revision", "events_dropped", "exceptions_dropped", "user_annotations_dropped")
 
 
 def urgency(i: int, *, base: float = T0 + 3) -> JobEvent:
@@ -211,3 +215,131 @@ def test_a_big_node_list_is_kept_as_runs_and_reads_back_exactly() -> None:
     again = JobFold.from_dict(json.loads(data))
     assert again.documents() == jf.documents()
     assert again.documents()[0]["nodelist"] == names
+
+
+def memo(i: int, **values: Any) -> JobEvent:
+    return ev("memo", T0 + 12 + i * 1e-3, ctx=values)
+
+
+def running_life() -> list[JobEvent]:
+    return [e for e in flux_life() if e.timestamp <= T0 + 11]
+
+
+def test_ten_thousand_memos_of_one_job_keep_its_state_one_bounded_record() -> None:
+    """A workflow tool posting 10,000 memos, each with a key of its own and a long value:
+    the state keeps a window of memos and the annotations' bounds, whatever the count,
+    and the document counts what it did not keep."""
+    life = running_life()
+    memos = [memo(i, progress=i, **{f"step{i:05d}": "x" * 600}) for i in range(10_000)]
+    jf = folded(life + memos)
+    doc = jf.documents()[0]
+    state = jf.to_json()
+    # a kept memo is ~170 bytes of state, an annotation its path, value and ~80 of position
+    bound = (len(folded(life).to_json()) + KEEP_PER_WINDOW * 256
+             + USER_ANNOTATION_KEYS * (USER_ANNOTATION_KEY_BYTES + USER_ANNOTATION_VALUE_BYTES
+                                       + 128))
+    assert len(state) < bound < BUDGET / 4
+    assert len(jf) == len(life) + KEEP_PER_WINDOW
+    notes = doc["user_annotations"]
+    # the smallest paths: progress, then the first steps, each cut to the value's bytes
+    assert list(notes) == ["progress", *(f"step{i:05d}" for i in range(USER_ANNOTATION_KEYS - 1))]
+    assert notes["progress"] == "9999" and notes["step00000"] == "x" * USER_ANNOTATION_VALUE_BYTES
+    assert sum(len(k) + len(v.encode()) for k, v in notes.items()) <= USER_ANNOTATION_BYTES
+    # every step value is not kept whole: cut (the kept ones) or without room (the rest)
+    assert doc["user_annotations_dropped"] == 10_000
+    assert doc["events_dropped"] == 10_000 - KEEP_PER_WINDOW
+    assert doc["revision"] == len(life) + 10_000
+    assert JobFold.from_dict(json.loads(state)).documents() == [doc]
+    # the same memo again, posted a thousand times: one key, the state no larger
+    same = folded(life + [memo(i, progress=i) for i in range(10_000)])
+    assert same.documents()[0]["user_annotations"] == {"progress": "9999"}
+    assert len(same.to_json()) < len(folded(life).to_json()) + KEEP_PER_WINDOW * 256 + 256
+
+
+def test_a_late_memo_its_full_window_does_not_keep_still_sets_its_annotation() -> None:
+    """The memo window keeps the first and the latest memos; one arriving late, between
+    them, is folded into the annotations all the same, and counted (revision, dropped):
+    the document changed, so its revision must grow. A copy of it changes nothing."""
+    jf = folded(running_life() + [memo(i, progress=i) for i in range(2 * KEEP_PER_WINDOW)])
+    before = jf.documents()[0]
+    late = memo(KEEP_PER_WINDOW // 2, late="yes")
+    assert jf.add(late)
+    doc = jf.documents()[0]
+    assert doc["user_annotations"] == {"late": "yes", "progress": str(2 * KEEP_PER_WINDOW - 1)}
+    assert doc["revision"] == before["revision"] + 1
+    assert doc["events_dropped"] == before["events_dropped"] + 1
+    assert not jf.add(late) and jf.documents() == [doc]
+    assert JobFold.from_dict(json.loads(jf.to_json())).documents() == [doc]
+
+
+def test_annotation_keys_no_index_can_hold_are_dropped_and_counted() -> None:
+    long_key = "k" * (USER_ANNOTATION_KEY_BYTES + 1)
+    doc = one(running_life() + [memo(0, ok=1, **{long_key: 1, "a\x00b": 2}),
+                                memo(1, deep={"k" * (USER_ANNOTATION_KEY_BYTES - 4): 3})])
+    assert doc["user_annotations"] == {"ok": "1"}
+    assert doc["user_annotations_dropped"] == 3
+
+
+path_keys = st.sampled_from([f"k{i}" for i in range(12)] + [
+    "k\x00", "k" * (USER_ANNOTATION_KEY_BYTES - 2), "é" * (USER_ANNOTATION_KEY_BYTES // 2)])
+memo_values = st.none() | st.integers(-2, 2) | st.text(max_size=4) | st.sampled_from(
+    ["v" * (USER_ANNOTATION_VALUE_BYTES + 1), "é" * USER_ANNOTATION_VALUE_BYTES])
+memo_contexts = st.dictionaries(path_keys, memo_values | st.dictionaries(
+    path_keys, memo_values, max_size=4), max_size=6) | st.dictionaries(  # wide: past the bound
+    path_keys, st.dictionaries(path_keys, memo_values, min_size=8), min_size=6)
+
+
+def _writes(contexts: list[dict[str, Any]]) -> list[tuple[tuple[str, ...], Any]]:
+    """Every (path, value) the memos write, objects included."""
+    out: list[tuple[tuple[str, ...], Any]] = []
+    todo = [((), ctx) for ctx in contexts]
+    while todo:
+        above, obj = todo.pop()
+        for key, value in obj.items():
+            out.append(((*above, key), value))
+            if isinstance(value, dict):
+                todo.append(((*above, key), value))
+    return out
+
+
+def _not_kept_whole(contexts: list[dict[str, Any]]) -> int:
+    """The writes a fold in order drops: at a path outside the smallest keyable ones, or
+    of a value longer than its bytes (pipeline.fold.annotations, "Bounds")."""
+    writes = _writes(contexts)
+
+    def keyable(path: tuple[str, ...]) -> bool:
+        return (all("\x00" not in k for k in path)
+                and len(".".join(path).encode()) <= USER_ANNOTATION_KEY_BYTES)
+
+    kept = sorted({path for path, _ in writes if keyable(path)})[:USER_ANNOTATION_KEYS]
+    return sum(1 for path, value in writes if path not in kept or (
+        isinstance(value, str) and len(value.encode()) > USER_ANNOTATION_VALUE_BYTES))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(memo_contexts, min_size=1, max_size=40), st.randoms(use_true_random=False),
+       st.integers(0, 20))
+def test_beyond_the_bounds_the_annotations_are_the_same_in_any_order_and_counted(
+        contexts: list[dict[str, Any]], rnd: random.Random, copies: int) -> None:
+    """Many keys, long keys and values: at most USER_ANNOTATION_KEYS paths kept, each
+    within its bytes; the same annotations for any order and copies of the memos; what
+    was not kept counted, exactly in fold order, at most that otherwise."""
+    life = running_life()
+    memos = [memo(i, **ctx) for i, ctx in enumerate(contexts)]
+    in_order = folded(life + memos)
+    doc = in_order.documents()[0]
+    shuffled = life + memos + [rnd.choice(memos) for _ in range(copies)]
+    rnd.shuffle(shuffled)
+    other = folded(shuffled)
+    assert without_counts(other.documents()[0]) == without_counts(doc)
+    notes = doc["user_annotations"] or {}
+    assert len(in_order.annotations) <= USER_ANNOTATION_KEYS
+    assert len(other.annotations) <= USER_ANNOTATION_KEYS
+    for key, value in notes.items():
+        assert len(key.encode()) <= USER_ANNOTATION_KEY_BYTES
+        assert len(value.encode()) <= USER_ANNOTATION_VALUE_BYTES
+    assert sum(len(k.encode()) + len(v.encode()) for k, v in notes.items()) <= (
+        USER_ANNOTATION_BYTES)
+    dropped = _not_kept_whole(contexts)
+    assert (doc["user_annotations_dropped"] or 0) == dropped
+    assert (other.documents()[0]["user_annotations_dropped"] or 0) <= dropped
