@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
-from datafiles import in_ci
+from datafiles import unavailable
 from elasticsearch import Elasticsearch
 
 from pipeline.runtime.config import Config, load_config
@@ -66,9 +66,8 @@ def stack(base_config: Config) -> StackInfo:
         error = None
     if error is not None:
         # outside the except block: the report shows the reason, not a chained traceback
-        if in_ci():
-            pytest.fail(f"the local stack must run under CI, but: {error}", pytrace=False)
-        pytest.skip(f"local stack unavailable: {error}")
+        unavailable(f"local stack unavailable: {error}",
+                    f"the local stack must run under CI, but: {error}")
     return info
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -25,15 +26,21 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+def unavailable(reason: str, ci: str | None = None) -> NoReturn:
+    """Skip the calling test because ``reason``; under CI fail instead, saying ``ci`` (or
+    ``reason``): CI must never be green by skipping what it claims to test."""
+    if in_ci():
+        pytest.fail(ci or f"{reason} (a failure under CI, not a skip)", pytrace=False)
+    pytest.skip(reason)
+
+
 def shared_path(*parts: str) -> Path:
     """``../shared/<parts>``; the calling test skips when it is absent, and fails under CI."""
     path = SHARED.joinpath(*parts)
     if not path.exists():
         where = "/".join(("..", "shared", *parts))
-        if in_ci():
-            pytest.fail(f"{where} is missing: under CI ../shared must be beside the clone",
-                        pytrace=False)
-        pytest.skip(f"{where} is not beside the repository (data of other projects)")
+        unavailable(f"{where} is not beside the repository (data of other projects)",
+                    f"{where} is missing: under CI ../shared must be beside the clone")
     return path
 
 

@@ -111,6 +111,7 @@ class Anonymizer:
             return dict(doc)
         out, replacements = self._fields(doc)
         # the job's users write these (Flux memos): free text, scrubbed as contexts are
+        # (values, and a key naming an identity; other keys are kept, as in contexts)
         if out.get("user_annotations"):
             out["user_annotations"] = self._scrub(out["user_annotations"], replacements)
         return out

@@ -29,8 +29,10 @@ below it). A path longer than :data:`USER_ANNOTATION_KEY_BYTES` dotted, or holdi
 :data:`USER_ANNOTATION_VALUE_BYTES`. A write (a memo's key, at any depth) not kept whole
 is counted in :attr:`UserAnnotations.dropped`, by the fold when it takes the memo as new
 (:meth:`pipeline.fold.JobFold.add`): a write at a path not kept (and the writes below
-it), every write counted at a path a smaller one pushes out, a value cut. Exact when
-memos arrive in fold order, a lower bound otherwise, as ``events_dropped``.
+it), every write counted at a path a smaller one pushes out, a value cut; per distinct
+(event id, content), as ``revision`` counts, so a memo's backlog and live copies count
+twice. Exact when memos arrive in fold order, a lower bound otherwise, as
+``events_dropped``.
 
 The document shows them flat (:meth:`UserAnnotations.view`): by dotted path, as
 ``flux jobs -o '{user.stage}'`` names them, each value as text: a string as it is, any
@@ -183,19 +185,21 @@ class UserAnnotations:
     def view(self) -> dict[str, str] | None:
         """The annotations as the document shows them (module docstring); None if none."""
         if self._view is None:
-            shown: dict[str, tuple[Position, str]] = {}
+            shown: dict[str, tuple[Position, Path, str]] = {}
             entries = self._entries
             for path, e in entries.items():
                 if not isinstance(e.value, str) or any(
                         (up := entries.get(path[:i])) is not None and up.cut is not None
                         and up.cut > e.pos for i in range(1, len(path))):
                     continue
-                # a key holding a dot and a nested path can name one field: the later wins
+                # a key holding a dot and a nested path can name one field: the later wins,
+                # and of one memo's two the larger path (never the order entries were made
+                # in, which a state read back does not keep)
                 name = ".".join(path)
                 seen = shown.get(name)
-                if seen is None or e.pos > seen[0]:
-                    shown[name] = (e.pos, e.value)
-            self._view = {name: text for name, (_, text) in sorted(shown.items())}
+                if seen is None or (e.pos, path) > seen[:2]:
+                    shown[name] = (e.pos, path, e.value)
+            self._view = {name: text for name, (_, _, text) in sorted(shown.items())}
         return dict(self._view) if self._view else None
 
     def to_state(self) -> list[list[Any]]:

@@ -271,6 +271,10 @@ def _with_token(app: Callable[..., Any], token: Secret) -> Callable[..., Any]:
     return guarded
 
 
+#: Longest wait for a metrics client's TLS handshake, and then for each of its reads.
+HANDSHAKE_TIMEOUT_S = 10.0
+
+
 def serve(bind: str, port: int, *, token: Secret | None = None,
           tls: ssl.SSLContext | None = None,
           tls_terminated_by_proxy: bool = False) -> WSGIServer:
@@ -303,6 +307,8 @@ def serve(bind: str, port: int, *, token: Secret | None = None,
             # the handshake in the request's own thread: one in the accepting thread (as
             # prometheus_client's start_http_server has it) lets one silent client stop
             # every scrape
+            # a client that connects and says nothing must not hold its thread for ever
+            request.settimeout(HANDSHAKE_TIMEOUT_S)
             try:
                 conn = tls.wrap_socket(request, server_side=True)
             except (ssl.SSLError, OSError) as exc:  # plain HTTP, a port scanner, a bad CA

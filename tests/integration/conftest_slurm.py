@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from datafiles import in_ci
+from datafiles import unavailable
 from slurm_cluster import ClusterSpec, SlurmCluster, SlurmClusterError, default_root, describe
 from slurm_install import SlurmInstallError, ensure_installed
 from slurm_standins import HookCapture, JobcompReceiver
@@ -32,9 +32,8 @@ _TIMINGS = pytest.StashKey[dict[str, float]]()
 
 
 def _unavailable(reason: str) -> None:
-    if in_ci():
-        pytest.fail(f"Slurm test cluster unavailable under CI: {reason}", pytrace=False)
-    pytest.skip(f"Slurm test cluster unavailable: {reason}")
+    unavailable(f"Slurm test cluster unavailable: {reason}",
+                f"Slurm test cluster unavailable under CI: {reason}")
 
 
 @pytest.fixture(scope="session")

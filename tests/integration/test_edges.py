@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from datafiles import vector
+from datafiles import unavailable, vector
 
 from pipeline.codecs.codec import AvroCodec, raw_from_avro
 from pipeline.core.model import RawRecord
@@ -241,9 +241,7 @@ def private_kafka(base_config: Config, tmp_path: Path) -> Iterator[Config]:
         try:
             ensure_up(base_config, services=["kafka"])
         except ServiceError as exc:
-            if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-                pytest.fail(f"Kafka must run under CI, but: {exc}", pytrace=False)
-            pytest.skip(f"Kafka unavailable: {exc}")
+            unavailable(f"Kafka unavailable: {exc}", f"Kafka must run under CI, but: {exc}")
     cache = Path(tempfile.mkdtemp(prefix="js-kafka-", dir="/tmp"))
     cfg = base_config.replace(stack={"cache_dir": str(cache), "kafka_port": _free_port(),
                                      "kafka_controller_port": _free_port()})

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from datafiles import in_ci
+from datafiles import unavailable
 from elasticsearch import AuthenticationException
 from elasticsearch import ConnectionError as ESConnectionError
 from secure_stack import Certs, SecureElasticsearch, SecureKafka, make_certs
@@ -70,9 +70,7 @@ def secured(base_config: Config) -> Iterator[Secured]:
         try:
             ensure_up(base_config)  # fetches the distributions once
         except ServiceError as exc:
-            if in_ci():
-                pytest.fail(f"the stack must run under CI, but: {exc}", pytrace=False)
-            pytest.skip(f"stack unavailable: {exc}")
+            unavailable(f"stack unavailable: {exc}", f"the stack must run under CI, but: {exc}")
     cache = Path(tempfile.mkdtemp(prefix="js-secure-", dir="/tmp"))
     cache.chmod(0o755)  # the Elasticsearch system user (as root) must traverse it
     cfg = base_config.replace(stack={"cache_dir": str(cache), "kafka_port": free_port(),

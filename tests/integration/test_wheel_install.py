@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer
-from datafiles import in_ci
+from datafiles import unavailable
 
 from pipeline.codecs.codec import AvroCodec, raw_from_avro
 from pipeline.deploy import UNITS
@@ -147,9 +147,7 @@ def shared_kafka_home(base_config: Config) -> Path:
         try:
             ensure_up(base_config, services=["kafka"])
         except ServiceError as exc:
-            if in_ci():
-                pytest.fail(f"Kafka must run under CI, but: {exc}", pytrace=False)
-            pytest.skip(f"Kafka unavailable: {exc}")
+            unavailable(f"Kafka unavailable: {exc}", f"Kafka must run under CI, but: {exc}")
     return shared.home  # type: ignore[attr-defined,no-any-return]
 
 

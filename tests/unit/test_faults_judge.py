@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.runtime.config import load_config
+from pipeline.runtime.config import Config
 from pipeline.tooling.verify import compare
 from pipeline.tooling.workload import Workload, WorkloadSpec
 
@@ -32,7 +32,7 @@ def harness() -> ModuleType:
 @pytest.fixture(scope="module")
 def ref(harness: ModuleType) -> Any:
     w = Workload(WorkloadSpec(seed=4, jobs=40, start=1_790_000_000.0, time_scale=0.05))
-    return harness.reference(load_config(), w, list(w.records()))
+    return harness.reference(Config(), w, list(w.records()))
 
 
 def _judge(harness: ModuleType, ref: Any, docs: list[dict[str, Any]],

@@ -188,6 +188,22 @@ def test_a_memo_value_replaces_an_object_and_an_object_a_value_as_in_flux() -> N
                  memo(T0 + 14, a={"c": 2})) == {"a.c": "2"}
 
 
+def test_a_dotted_key_and_a_nested_path_of_one_memo_show_the_same_after_a_restart() -> None:
+    # both name the field a.b at one position: the choice may depend neither on the order
+    # of the memo's keys nor on the order a state read back makes its entries in
+    running = [e for e in flux_life() if e.timestamp <= T0 + 11]
+    shown = set()
+    for ctx in ({"a.b": 1, "a": {"b": 2}}, {"a": {"b": 2}, "a.b": 1}):
+        jf = JobFold()
+        for e in [*running, ev("memo", T0 + 12, ctx=ctx)]:
+            jf.add(e)
+        again = JobFold.from_dict(json.loads(json.dumps(jf.to_dict())))
+        live, restored = (f.documents()[0]["user_annotations"] for f in (jf, again))
+        assert live == restored
+        shown.add(live["a.b"])
+    assert len(shown) == 1
+
+
 def test_documents_kept_up_event_by_event_equal_the_whole_fold() -> None:
     """Events that sort after the last one continue the folded incarnation; a run ended
     by a requeue is closed, so an event after it starts the fold again (hypothesis found

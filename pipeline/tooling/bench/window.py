@@ -3,9 +3,10 @@ run by that record's Kafka timestamp, with the CPU each watched process had used
 
 The first record on the events topic, where the clock started before issue 34, comes late.
 The worker hands each event to its producer as it folds it, but the producer holds the
-records (``linger.ms`` 1000) until the batch is flushed, after 5,000 events (or 2 s while
-it catches up), so up to a batch had been folded, on CPU left out of the window, when the
-clock started, and its events were counted all the same (about 12 % of the default run).
+records (the worker's producer ``linger.ms``) until the batch is flushed (the worker's
+batch size and time), so up to a batch had been folded, on CPU left out of the window,
+when the clock started, and its events were counted all the same (BENCHMARKS.md, "Today's
+figures", has how much that read high).
 What else tells when the worker starts, and how well:
 
 * ``jobstream_worker_records_read`` counts a batch's records at the batch's end

