@@ -4,8 +4,10 @@ around it with their bounds, and the figures of the cores (busy, and the rate th
 
 from __future__ import annotations
 
+import io
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -102,7 +104,7 @@ def test_the_cores_figures_stand_beside_the_ratio() -> None:
 
 
 def test_the_cpu_limit_is_the_machine_s_cores_over_the_flow_s_cpu_per_event(
-        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from rich.console import Console
 
     from pipeline.tooling.bench import flow, run
@@ -121,7 +123,7 @@ def test_the_cpu_limit_is_the_machine_s_cores_over_the_flow_s_cpu_per_event(
     values: dict = {}
     details: dict = {"machine": {"cpus": 2}}
     run._e2e(None, None, None, BenchOptions(), tmp_path, values, details,  # type: ignore[arg-type]
-             Console(file=open(os.devnull, "w")))  # noqa: SIM115
+             Console(file=io.StringIO()))
     e2e = details["e2e"]
     # every sampled process in the cores busy, the bench too; not in the flow's CPU
     assert e2e["cores_busy"] == pytest.approx(1.0 / 2.0)
@@ -175,7 +177,7 @@ def test_the_start_is_asked_of_kafka_as_each_partition_s_first_record_by_time(
 
 
 def test_the_e2e_window_runs_from_the_first_event_not_the_first_output(
-        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from contextlib import contextmanager
     from types import SimpleNamespace
 
@@ -217,7 +219,7 @@ def test_the_e2e_window_runs_from_the_first_event_not_the_first_output(
     monkeypatch.setattr(flow, "check_documents", lambda *args: flow.DocCheck())
 
     res = flow.run_e2e(Config(), None, feed, tmp_path, workers=1, timeout=10.0,  # type: ignore[arg-type]
-                       console=Console(file=open(os.devnull, "w")))  # noqa: SIM115
+                       console=Console(file=io.StringIO()))
     assert res.seconds == pytest.approx(last - start, abs=0.002)
     assert res.startup_s == pytest.approx(1.075, abs=0.01)
     # the baselines interpolated at the start, between the samples around it
