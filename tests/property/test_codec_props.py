@@ -36,6 +36,9 @@ def avro_values(schema: Any, named: dict[str, Any] | None = None) -> st.SearchSt
     kind = schema["type"]
     if kind == "array":
         return st.lists(avro_values(schema["items"], named), max_size=4)
+    if kind == "map":
+        return st.dictionaries(st.text(max_size=10), avro_values(schema["values"], named),
+                               max_size=4)
     if kind == "record":
         strategy = st.fixed_dictionaries({f["name"]: avro_values(f["type"], named)
                                           for f in schema["fields"]})
