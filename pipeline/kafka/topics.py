@@ -31,7 +31,8 @@ from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ConfigError, ServiceError
 
 __all__ = ["RAW_MAX_MESSAGE_BYTES", "Replication", "canonical_topic", "ensure_topics",
-           "replication_from", "resolve_replication", "topic_specs", "topic_warnings"]
+           "jobs_changelog_topic", "replication_from", "resolve_replication", "topic_specs",
+           "topic_warnings"]
 
 logger = logging.getLogger(__name__)
 
@@ -140,6 +141,13 @@ def canonical_topic(app_id: str) -> str:
     """The worker's own topic: the events of raw records read outside their job's partition,
     re-keyed by job, and the worker's control words (``agents.jobs``)."""
     return f"{app_id}-canonical"
+
+
+def jobs_changelog_topic(app_id: str) -> str:
+    """The changelog of the worker's job-state table, which the table is restored from:
+    Faust names a table's changelog ``<app id>-<table>-changelog``, and the worker's table
+    is ``jobs`` (``agents.app``)."""
+    return f"{app_id}-jobs-changelog"
 
 
 def topic_specs(cfg: Config) -> dict[str, dict[str, str]]:

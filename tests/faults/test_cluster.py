@@ -31,7 +31,7 @@ from harness import (
     wait_until,
 )
 
-from pipeline.kafka.topics import canonical_topic
+from pipeline.kafka.topics import canonical_topic, jobs_changelog_topic
 from pipeline.tooling.stack import kafka_nodes, start_broker, stop_broker
 
 #: the coordinator's broker stays down this long: its group's session runs out meanwhile
@@ -87,7 +87,7 @@ def spool_bound(watch: DepthWatch, t0: float, t1: float, *, settled: float | Non
 
 
 def changelog(flow: Flow) -> str:
-    return f"{flow.cfg.worker.app_id}-jobs-changelog"
+    return jobs_changelog_topic(flow.cfg.worker.app_id)
 
 
 def flow_topics(flow: Flow) -> list[str]:

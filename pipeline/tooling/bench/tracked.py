@@ -33,7 +33,7 @@ from confluent_kafka.admin import AdminClient
 from rich.console import Console
 
 from pipeline.kafka.positions import Positions
-from pipeline.kafka.topics import canonical_topic, ensure_topics
+from pipeline.kafka.topics import canonical_topic, ensure_topics, jobs_changelog_topic
 from pipeline.runtime.children import Child, log_tail
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ServiceError
@@ -224,8 +224,7 @@ def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float
     positions = Positions(AdminClient(cfg.librdkafka()))
     raw = [cfg.topics.raw]
     canonical = [canonical_topic(cfg.worker.app_id)]
-    # Faust names a table's changelog <app id>-<table>-changelog; the worker's table is "jobs"
-    changelog = f"{cfg.worker.app_id}-jobs-changelog"
+    changelog = jobs_changelog_topic(cfg.worker.app_id)
     edge_rss = RssSampler(0.1)
     started = time.monotonic()
     with flow(cfg, logs, sink=False) as f:
