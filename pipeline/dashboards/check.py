@@ -44,7 +44,8 @@ from pipeline.dashboards.grafana_time import (
 )
 from pipeline.runtime.errors import ServiceError
 
-__all__ = ["Checker", "PanelReport", "Status", "TargetReport", "summarize"]
+__all__ = ["Checker", "PanelAnswer", "PanelReport", "Status", "TargetReport", "panels_of",
+           "summarize"]
 
 
 class Status(StrEnum):
@@ -92,12 +93,29 @@ class PanelReport:
         return f"{queries}, {sum(hits)} documents" if hits else "no queries"
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Planned:
     report: TargetReport
     target: Mapping[str, Any]
     header: dict[str, Any]
     body: dict[str, Any]
+    #: Elasticsearch's answer, once run without error
+    response: dict[str, Any] | None = None
+
+
+@dataclass
+class PanelAnswer:
+    """A panel checked, with what it asked and what Elasticsearch answered (the preview
+    draws from these)."""
+
+    panel: Mapping[str, Any]
+    report: PanelReport
+    #: refId -> the target as sent, template variables substituted (expressions too)
+    targets: dict[str, Mapping[str, Any]]
+    #: refId -> the ``_msearch`` response item, for the targets that ran without error
+    responses: dict[str, dict[str, Any]]
+    #: the time range the panel's queries covered (its own ``timeFrom`` applied)
+    time_range: TimeRange
 
 
 _EXPR_REF = re.compile(r"\$\{?([A-Za-z][\w]*)\}?")
@@ -139,29 +157,39 @@ class Checker:
 
     def check_dashboard(self, board: Mapping[str, Any], time_range: TimeRange
                         ) -> list[PanelReport]:
-        name = str(board.get("title") or board.get("uid") or "?")
-        values = variable_values(board)
-        values.update({k: v for k, v in self.variables.items() if k in values})
-        reports = [self._check_variable(name, var, values, time_range)
+        values = self._values(board)
+        reports = [self._check_variable(_board_name(board), var, values, time_range)
                    for var in board.get("templating", {}).get("list", [])
                    if var.get("type") == "query" and not _foreign(var.get("datasource"))]
-        for panel in _panels(board):
-            if any(not _foreign(_source(t, panel)) for t in panel.get("targets") or []):
-                reports.append(self._check_panel(name, panel, values, time_range))
-        return reports
+        return reports + [a.report for a in self.answer_dashboard(board, time_range)]
+
+    def answer_dashboard(self, board: Mapping[str, Any], time_range: TimeRange
+                         ) -> list[PanelAnswer]:
+        """Every panel with an Elasticsearch target, run; in the dashboard's order."""
+        values = self._values(board)
+        return [self._check_panel(_board_name(board), panel, values, time_range)
+                for panel in panels_of(board)
+                if any(not _foreign(_source(t, panel)) for t in panel.get("targets") or [])]
+
+    def _values(self, board: Mapping[str, Any]) -> dict[str, str]:
+        values = variable_values(board)
+        values.update({k: v for k, v in self.variables.items() if k in values})
+        return values
 
     # -- panels
 
     def _check_panel(self, board: str, panel: Mapping[str, Any], values: Mapping[str, str],
-                     time_range: TimeRange) -> PanelReport:
+                     time_range: TimeRange) -> PanelAnswer:
         span = self._panel_range(panel, time_range)
         refs = {str(t.get("refId")) for t in panel["targets"]}
         planned: list[_Planned] = []
         reports: list[TargetReport] = []
+        targets: dict[str, Mapping[str, Any]] = {}
         for raw in panel["targets"]:
             if _foreign(_source(raw, panel)):
                 continue
             target = substitute(raw, values)
+            targets[str(target.get("refId"))] = target
             uid = _uid(_source(target, panel))
             if uid == "__expr__":
                 reports.append(_check_expression(target, refs))
@@ -172,8 +200,10 @@ class Checker:
             if isinstance(item, _Planned):
                 planned.append(item)
         self._run(planned)
-        return PanelReport(board, panel.get("id"), str(panel.get("title") or ""),
-                           _panel_status(reports), reports)
+        report = PanelReport(board, panel.get("id"), str(panel.get("title") or ""),
+                             _panel_status(reports), reports)
+        responses = {p.report.ref_id: p.response for p in planned if p.response is not None}
+        return PanelAnswer(panel, report, targets, responses, span)
 
     def _check_variable(self, board: str, var: Mapping[str, Any], values: Mapping[str, str],
                         time_range: TimeRange) -> PanelReport:
@@ -280,6 +310,7 @@ class Checker:
             if error:
                 _broken(item.report, *classify_error(error, str(error)))
                 continue
+            item.response = response
             hits = (response.get("hits") or {}).get("total") or {}
             item.report.hits = int(hits.get("value", 0)) if isinstance(hits, dict) else int(hits)
             if not has_data(item.target, response):
@@ -311,7 +342,12 @@ def _uid(ref: Any) -> str:
     return str(ref or "")
 
 
-def _panels(board: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _board_name(board: Mapping[str, Any]) -> str:
+    return str(board.get("title") or board.get("uid") or "?")
+
+
+def panels_of(board: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every panel of a dashboard, rows' own panels after their row, in order."""
     out: list[Mapping[str, Any]] = []
     for panel in board.get("panels") or []:
         out.append(panel)

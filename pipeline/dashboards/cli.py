@@ -1,4 +1,4 @@
-"""``jobstream dashboards check | build``."""
+"""``jobstream dashboards check | preview | build``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from pipeline.dashboards import render
+from pipeline.dashboards import health, job, overview, render
 from pipeline.dashboards.check import Checker, PanelReport, Status, summarize
 from pipeline.dashboards.grafana_time import QueryError, TimeRange, parse_time
 from pipeline.runtime.errors import ConfigError
@@ -20,6 +20,9 @@ from pipeline.runtime.invocation import get_config
 from pipeline.sink.client import make_client
 
 __all__ = ["dashboards"]
+
+#: the dashboards ``preview`` draws, by the name ``--dashboard`` takes
+PREVIEWABLE = {"overview": overview.build, "job": job.build, "pipeline": health.build}
 
 _STYLE = {Status.OK: "green", Status.EMPTY: "yellow", Status.BROKEN: "bold red"}
 
@@ -52,13 +55,7 @@ def check(ctx: click.Context, from_: str, to: str, files: tuple[str, ...],
     is broken (or, with --strict, empty).
     """
     cfg = get_config(ctx)
-    try:
-        now = parse_time("now")
-        time_range = TimeRange(parse_time(from_, now), parse_time(to, now))
-    except QueryError as exc:
-        raise click.BadParameter(str(exc)) from exc
-    if time_range.span_ms <= 0:
-        raise click.BadParameter("--from must be before --to")
+    time_range, now = _time_range(from_, to)
     boards = [_load(Path(f)) for f in files] if files else render.dashboards()
     variables = _variables(var_args, boards)
     with make_client(cfg.elasticsearch, request_timeout=30.0) as es:
@@ -77,6 +74,51 @@ def check(ctx: click.Context, from_: str, to: str, files: tuple[str, ...],
     sys.exit(1 if failed else 0)
 
 
+@dashboards.command("preview")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Directory to write the images and pages to.")
+@click.option("--dashboard", "names", multiple=True,
+              type=click.Choice(sorted(PREVIEWABLE)),
+              help="Preview only this dashboard (repeatable) [default: all three].")
+@click.option("--from", "from_", default="now-24h", show_default=True,
+              help="Start of the time range (now-24h, epoch ms, ISO 8601).")
+@click.option("--to", "to", default="now", show_default=True, help="End of the time range.")
+@click.option("--var", "var_args", multiple=True, metavar="NAME=VALUE",
+              help="Set a template variable (repeatable), e.g. --var job_id=1234 for the "
+                   "job dashboard.")
+@click.pass_context
+def preview(ctx: click.Context, out: Path, names: tuple[str, ...], from_: str, to: str,
+            var_args: tuple[str, ...]) -> None:
+    """Draw every panel from Elasticsearch's answers to Grafana's queries, without Grafana.
+
+    Writes one PNG per panel, one picture per dashboard and an index.html laying the
+    panels out on the dashboard's grid. Panels the preview cannot draw (a Prometheus
+    panel, a query Elasticsearch refused, a panel type it does not know) are drawn as
+    labelled placeholders and counted. Exit status 1 if a query was refused.
+    """
+    # matplotlib takes a while to import: only this command pays for it
+    from pipeline.dashboards.preview.previewer import Previewer
+
+    cfg = get_config(ctx)
+    time_range, now = _time_range(from_, to)
+    boards = [PREVIEWABLE[n]() for n in (names or PREVIEWABLE)]
+    variables = _variables(var_args, boards)
+    with make_client(cfg.elasticsearch, request_timeout=30.0) as es:
+        checker = Checker(es, prefix=cfg.elasticsearch.index_prefix, now_ms=now,
+                          variables=variables)
+        done = Previewer(checker, out).preview(boards, time_range)
+    console = Console()
+    for board in done:
+        console.print(f"[bold]{escape(board.title)}[/]: {board.count('ok')} drawn, "
+                      f"{board.count('empty')} empty, {board.count('placeholder')} "
+                      f"placeholders -> [cyan]{escape(str(board.page))}[/]")
+    placeholders = sum(b.count("placeholder") for b in done)
+    console.print(f"{placeholders} placeholders in all; open [cyan]{out / 'index.html'}[/]")
+    refused = any(p.reason.startswith("query ") for b in done for p in b.panels
+                  if p.status == "placeholder")
+    sys.exit(1 if refused else 0)
+
+
 @dashboards.command("build")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Directory to write to (default: the repository's grafana/).")
@@ -92,6 +134,18 @@ def build(out: Path | None, only_check: bool) -> None:
         sys.exit(1 if stale else 0)
     for rel in render.write(root):
         click.echo(f"wrote {root / rel}")
+
+
+def _time_range(from_: str, to: str) -> tuple[TimeRange, int]:
+    """``--from``/``--to`` as Grafana reads them, and "now" (epoch ms)."""
+    try:
+        now = parse_time("now")
+        time_range = TimeRange(parse_time(from_, now), parse_time(to, now))
+    except QueryError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    if time_range.span_ms <= 0:
+        raise click.BadParameter("--from must be before --to")
+    return time_range, now
 
 
 def _variables(args: tuple[str, ...], boards: list[dict[str, Any]]) -> dict[str, str]:

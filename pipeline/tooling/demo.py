@@ -36,6 +36,7 @@ from typing import Any
 import click
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
+from elasticsearch import Elasticsearch
 from rich.console import Console
 from rich.live import Live
 
@@ -79,6 +80,8 @@ class DemoOptions:
     start: float | None = None
     #: where the children's logs go; None = <stack.cache_dir>/demo/<UTC time>
     logs: Path | None = None
+    #: where the dashboards' preview goes; None = <logs>/preview
+    preview: Path | None = None
 
 
     def spec(self) -> WorkloadSpec:
@@ -347,6 +350,7 @@ def run_demo(cfg: Config, opts: DemoOptions, console: Console) -> int:
         console.print()
         console.print(grafana_hint(cfg.elasticsearch.url, cfg.elasticsearch.index_prefix,
                                    _source_tree()))
+        write_preview(es, cfg, workload, records, opts.preview or logs / "preview", console)
         if opts.keep:
             console.print(f"[bold]--keep[/]: worker (pid {worker.pid}), sink (pid {sink.pid}) "
                           "and the stack are left running; `jobstream stack down` stops the "
@@ -355,6 +359,34 @@ def run_demo(cfg: Config, opts: DemoOptions, console: Console) -> int:
             console.print("stopping what the demo started (--keep leaves it running)")
         console.print(f"[dim]total {time.monotonic() - started_at:.0f} s[/]")
         return 0 if result.ok else 1
+
+
+def write_preview(es: Elasticsearch, cfg: Config, workload: Workload,
+                  records: Sequence[GeneratedRecord], out: Path, console: Console) -> None:
+    """The dashboards' preview of what the demo indexed: from a minute before its first
+    record to now, or to a minute after its last where the workload's clock ran ahead
+    (``--speed``) or was set in the past (``--start``); the job page on a completed job."""
+    # matplotlib takes a while to import: only the demo's end pays for it
+    from pipeline.dashboards import health, job, overview
+    from pipeline.dashboards.check import Checker
+    from pipeline.dashboards.grafana_time import TimeRange
+    from pipeline.dashboards.preview.previewer import Previewer
+
+    if not records:
+        return
+    end_ms = int(max(time.time(), records[-1].time + 60) * 1000)
+    window = TimeRange(int((records[0].time - 60) * 1000), end_ms)
+    finished = next((t for t in workload.truth.values() if t.get("result") == "completed"),
+                    None)
+    variables = {"job_id": str(finished["job_id"])} if finished else {}
+    checker = Checker(es, prefix=cfg.elasticsearch.index_prefix, now_ms=end_ms,
+                      variables=variables)
+    with console.status("drawing the dashboards' preview"):
+        boards = Previewer(checker, out).preview(
+            [overview.build(), job.build(), health.build()], window)
+    counts = ", ".join(f"{b.title}: {b.count('ok')} drawn, {b.count('empty')} empty, "
+                       f"{b.count('placeholder')} placeholders" for b in boards)
+    console.print(f"preview of the dashboards ({counts}): [cyan]{out / 'index.html'}[/]")
 
 
 def _stop_children(console: Console, children: Sequence[Child]) -> None:
@@ -393,13 +425,16 @@ def _source_tree() -> Path | None:
 @click.option("--logs", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Directory for the worker's and sink's logs "
                    "[default: <stack.cache_dir>/demo/<time>].")
+@click.option("--preview", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory for the dashboards' preview drawn at the end "
+                   "[default: <logs>/preview].")
 @click.option("--keep", is_flag=True,
               help="Leave the worker, the sink and the stack running at the end (and on "
                    "Ctrl-C), e.g. for Grafana.")
 @click.pass_context
 def demo(ctx: click.Context, seed: int, jobs: int | None, rate: float, duration: float,
          time_scale: float, speed: float, clusters: str, timeout: float, start: float | None,
-         logs: Path | None, keep: bool) -> None:
+         logs: Path | None, preview: Path | None, keep: bool) -> None:
     """The whole flow on the local stack: a synthetic Flux + Slurm workload, live.
 
     Starts the stack (or reuses a running one), the worker and the sink, publishes the
@@ -412,6 +447,6 @@ def demo(ctx: click.Context, seed: int, jobs: int | None, rate: float, duration:
                                                                          1),
                        rate=rate, time_scale=time_scale, speed=speed, flux_clusters=flux,
                        slurm_clusters=slurm, timeout=timeout, keep=keep, start=start,
-                       logs=logs)
+                       logs=logs, preview=preview)
     stop_on_signals()
     ctx.exit(run_demo(get_config(ctx), opts, Console()))

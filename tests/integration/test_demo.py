@@ -12,6 +12,7 @@ import psutil
 from demo_cli import GUARD_S, MAIN, child_env, demo_config, run_demo
 from elasticsearch import Elasticsearch
 
+from pipeline.dashboards import render
 from pipeline.fold import doc_id
 from pipeline.replay.readback import job_documents, jobs_alias, refresh
 from pipeline.runtime.config import Config
@@ -43,6 +44,12 @@ def test_the_index_holds_one_document_per_generated_job_as_generated(
     assert {t["result"] for t in truth.values()} >= {"completed", "failed", "cancelled",
                                                      "timeout"}
     assert "150/150 documents match" in output
+    # the demo ends with the dashboards' preview, under its logs by default
+    preview = tmp_path / "demo-logs" / "preview"
+    assert f"{preview / 'index.html'}" in output.replace("\n", "")
+    pages = sorted(p.parent.name for p in preview.glob("*/index.html"))
+    assert pages == sorted(b["uid"] for b in render.dashboards() + render.metrics_dashboards())
+    assert (preview / "jobstream-overview" / "dashboard.png").stat().st_size > 10_000
 
 
 def test_ctrl_c_stops_the_worker_and_sink_the_demo_started(stack_cfg: Config,
