@@ -384,9 +384,10 @@ def write_preview(es: Elasticsearch, cfg: Config, workload: Workload,
     with console.status("drawing the dashboards' preview"):
         boards = Previewer(checker, out).preview(
             [overview.build(), job.build(), health.build()], window)
-    counts = ", ".join(f"{b.title}: {b.count('ok')} drawn, {b.count('empty')} empty, "
-                       f"{b.count('placeholder')} placeholders" for b in boards)
-    console.print(f"preview of the dashboards ({counts}): [cyan]{out / 'index.html'}[/]")
+    console.print(f"preview of the dashboards: [cyan]{out / 'index.html'}[/]")
+    for b in boards:
+        console.print(f"  {b.title}: {b.count('ok')} drawn, {b.count('empty')} without data, "
+                      f"{b.count('placeholder')} placeholders")
 
 
 def _stop_children(console: Console, children: Sequence[Child]) -> None:

@@ -90,6 +90,10 @@ def test_a_point_between_nulls_is_a_dot_and_the_axis_spans_the_time_range() -> N
     assert [tuple(xy) for d in dots for xy in d.get_xydata()] == [(TIMES[1] / 86_400_000, 3.0)]
     assert ax.get_xlim() == pytest.approx((span[0] / 86_400_000, span[1] / 86_400_000))
     assert drawing.data == {"Value": points([None, 3, None, 4, 5])}
+    # a bucket starting before the range (an interval wider than it) widens the axis
+    late = (TIMES[2], TIMES[-1])
+    ax = draw_panel(p, [series("A", [None, 3, None, 4, 5])], time_range=late).figure.axes[0]
+    assert ax.get_xlim() == pytest.approx((TIMES[1] / 86_400_000, TIMES[-1] / 86_400_000))
 
 
 def test_stacked_series_are_drawn_on_each_other_and_read_back_unstacked() -> None:

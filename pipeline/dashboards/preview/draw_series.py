@@ -170,7 +170,14 @@ def draw_timeseries(canvas: Canvas, panel: Mapping[str, Any],
                                          "%Y-%b-%d UTC", "%Y-%b-%d %H:%M UTC"]))
     ax.xaxis.get_offset_text().set_fontsize(5.5)
     if canvas.time_range is not None:
-        ax.set_xlim(canvas.time_range[0] / _MS_PER_DAY, canvas.time_range[1] / _MS_PER_DAY)
+        # the range, widened to a bucket that starts before it (a panel's interval wider
+        # than the range: an hourly bucket of a ten-minute demo). Grafana clips such a
+        # bucket and shows an empty panel; the preview shows the data the query returned.
+        times = [t for s in series for t, v in zip(s.times, s.values, strict=True)
+                 if not math.isnan(v)]
+        low = min([canvas.time_range[0], *times])
+        high = max([canvas.time_range[1], *times])
+        ax.set_xlim(low / _MS_PER_DAY, high / _MS_PER_DAY)
     if show_legend and entries:
         _legend(canvas, ax, shown_entries, len(entries), legend_opts, now_ms, ncols,
                 right_legend)

@@ -109,7 +109,8 @@ class Previewer:
         except (es_frames.FrameError, expressions.ExpressionError,
                 transforms.TransformError) as exc:
             return draw.draw_panel(panel, [], placeholder=str(exc))
-        empty = "" if answer.report.status is not Status.EMPTY else answer.report.detail
+        empty = "" if answer.report.status is not Status.EMPTY else \
+            f"nothing in the time range ({answer.report.detail})"
         span = (answer.time_range.from_ms, answer.time_range.to_ms)
         return draw.draw_panel(panel, frames, empty_reason=empty or _empty_reason(frames),
                                now_ms=self.checker.now_ms, time_range=span)
