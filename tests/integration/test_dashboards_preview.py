@@ -172,6 +172,39 @@ def test_a_table_draws_the_documents_rows(stack_cfg: Config, es: Elasticsearch,
     assert len(header) >= 3
 
 
+def test_a_bar_gauge_ends_each_bar_at_its_series_last_value(
+        stack_cfg: Config, es: Elasticsearch, indexed: Indexed, window: TimeRange,
+        tmp_path: Path) -> None:
+    checker = _checker(stack_cfg, es, indexed, window)
+    answer = _answers(checker, overview.build(), window)["Oldest pending job by queue"]
+    drawing = Previewer(checker, tmp_path).draw_panel(answer.panel, answer)
+    (ref, target), = answer.targets.items()
+    want = {}
+    for queue in _buckets(answer.responses[ref]["aggregations"]):
+        values = [v for v in _last_values(queue, target).items() if v[1] is not None]
+        if values:
+            want[str(queue["key"])] = max(values)[1]  # lastNotNull: the latest bucket's
+    assert want
+    assert {_only_label(k): v for k, v in drawing.data.items()} == pytest.approx(want)
+
+
+def test_logs_show_the_jobs_events_in_the_panels_order(stack_cfg: Config, es: Elasticsearch,
+                                                        indexed: Indexed, window: TimeRange,
+                                                        tmp_path: Path) -> None:
+    checker = _checker(stack_cfg, es, indexed, window)
+    answer = _answers(checker, job.build(), window)["Event timeline"]
+    assert answer.panel["options"]["sortOrder"] == "Ascending"
+    drawing = Previewer(checker, tmp_path).draw_panel(answer.panel, answer)
+    (ref, _), = answer.targets.items()
+    hits = sorted(answer.responses[ref]["hits"]["hits"], key=lambda h: h["sort"])
+    shown = [line.split()[-1] for line in drawing.data["lines"]]
+    # the newest lines that fit, oldest first
+    assert shown and shown == [h["_source"]["event"] for h in hits][-len(shown):]
+    job_id = checker.variables["job_id"]
+    mine = sorted(indexed.events, key=lambda e: e.timestamp)
+    assert len(hits) == sum(1 for e in mine if e.job_id == job_id and e.event != "usage")
+
+
 def test_an_unsupported_panel_is_a_labelled_placeholder_and_counted(
         stack_cfg: Config, es: Elasticsearch, indexed: Indexed, window: TimeRange,
         tmp_path: Path) -> None:
