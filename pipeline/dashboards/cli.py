@@ -114,8 +114,7 @@ def preview(ctx: click.Context, out: Path, names: tuple[str, ...], from_: str, t
                       f"placeholders -> [cyan]{escape(str(board.page))}[/]")
     placeholders = sum(b.count("placeholder") for b in done)
     console.print(f"{placeholders} placeholders in all; open [cyan]{out / 'index.html'}[/]")
-    refused = any(p.reason.startswith("query ") for b in done for p in b.panels
-                  if p.status == "placeholder")
+    refused = any(p.refused for b in done for p in b.panels)
     sys.exit(1 if refused else 0)
 
 

@@ -220,6 +220,20 @@ def test_an_unsupported_panel_is_a_labelled_placeholder_and_counted(
     assert done[0].count("placeholder") == 1
 
 
+def test_a_refused_query_is_a_placeholder_saying_why(
+        stack_cfg: Config, es: Elasticsearch, indexed: Indexed, window: TimeRange,
+        tmp_path: Path) -> None:
+    bars = panel("barchart", "By a field that is not there",
+                 [es_target(JOBS_BY_SUBMIT, "A", metrics=[metric("count")],
+                            buckets=[terms("no_such_field")])], w=12, h=8)
+    bars["id"], bars["gridPos"] = 1, {"x": 0, "y": 0, "w": 12, "h": 8}
+    done = Previewer(_checker(stack_cfg, es, indexed, window), tmp_path).preview(
+        [{"uid": "bad", "title": "bad", "panels": [bars]}], window)
+    (only,) = done[0].panels
+    assert only.status == "placeholder" and only.refused
+    assert only.reason.startswith("query A failed: unknown-field")
+
+
 def test_the_command_writes_the_preview_and_counts_placeholders(
         stack_cfg: Config, indexed: Indexed, tmp_path: Path) -> None:
     env = {"JOBSTREAM_ELASTICSEARCH__URL": stack_cfg.elasticsearch.url,

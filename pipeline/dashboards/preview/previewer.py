@@ -40,6 +40,8 @@ class PanelPreview:
     status: str
     #: why it is empty, or what the placeholder stands for
     reason: str = ""
+    #: Elasticsearch refused one of its queries (the command's exit status says so)
+    refused: bool = False
 
 
 @dataclass
@@ -84,8 +86,10 @@ class Previewer:
             name = f"{panel.get('id', len(entries))}-{_slug(str(panel.get('title') or ''))}.png"
             drawing.save(folder / name)
             status, reason = _status(drawing)
+            refused = any(t.status is Status.BROKEN for t in answers[id(panel)].report.targets
+                          ) if id(panel) in answers else False
             result.panels.append(PanelPreview(str(panel.get("title") or ""), name, status,
-                                              reason))
+                                              reason, refused))
             entries.append(page.PageEntry(panel, name, f"{status}: {reason}" if reason
                                           else status))
             drawings.append((panel, folder / name))
