@@ -60,6 +60,23 @@ def _answers(checker: Checker, board: Mapping[str, Any], window: TimeRange
     return {str(a.panel["title"]): a for a in checker.answer_dashboard(board, window)}
 
 
+def _drawn(stack_cfg: Config, es: Elasticsearch, indexed: Indexed, window: TimeRange,
+           tmp_path: Path, board: Mapping[str, Any], title: str
+           ) -> tuple[Checker, PanelAnswer, Any]:
+    """The checker, the answer to the shipped panel ``title`` and its drawing."""
+    checker = _checker(stack_cfg, es, indexed, window)
+    answer = _answers(checker, board, window)[title]
+    return checker, answer, Previewer(checker, tmp_path).draw_panel(answer.panel, answer)
+
+
+def _one_panel_board(uid: str, type_: str, title: str, field: str) -> dict[str, Any]:
+    """A dashboard of one panel counting jobs by ``field``'s terms."""
+    one = panel(type_, title, [es_target(JOBS_BY_SUBMIT, "A", metrics=[metric("count")],
+                                         buckets=[terms(field)])], w=12, h=8)
+    one["id"], one["gridPos"] = 1, {"x": 0, "y": 0, "w": 12, "h": 8}
+    return {"uid": uid, "title": uid, "panels": [one]}
+
+
 def _buckets(node: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The buckets of the one aggregation in ``node`` (terms, histogram, filters)."""
     aggs = [v for k, v in node.items() if isinstance(v, Mapping) and "buckets" in v]
@@ -106,10 +123,8 @@ def test_every_panel_is_drawn_and_the_pages_name_them(stack_cfg: Config, es: Ela
 def test_a_terms_bar_chart_draws_the_sums_elasticsearch_returned(
         stack_cfg: Config, es: Elasticsearch, indexed: Indexed, window: TimeRange,
         tmp_path: Path) -> None:
-    board = overview.build()
-    checker = _checker(stack_cfg, es, indexed, window)
-    answer = _answers(checker, board, window)["Running now by bank"]
-    drawing = Previewer(checker, tmp_path).draw_panel(answer.panel, answer)
+    _, answer, drawing = _drawn(stack_cfg, es, indexed, window, tmp_path, overview.build(),
+                                "Running now by bank")
     (ref, target), = answer.targets.items()
     want: dict[str, dict[str, float]] = {}
     for bucket in _buckets(answer.responses[ref]["aggregations"]):
@@ -129,9 +144,8 @@ def test_a_terms_bar_chart_draws_the_sums_elasticsearch_returned(
 def test_a_time_series_draws_every_bucket_of_every_series(
         stack_cfg: Config, es: Elasticsearch, indexed: Indexed, window: TimeRange,
         tmp_path: Path) -> None:
-    checker = _checker(stack_cfg, es, indexed, window)
-    answer = _answers(checker, overview.build(), window)["Job ends by result"]
-    drawing = Previewer(checker, tmp_path).draw_panel(answer.panel, answer)
+    checker, answer, drawing = _drawn(stack_cfg, es, indexed, window, tmp_path,
+                                      overview.build(), "Job ends by result")
     (ref, _), = answer.targets.items()
     want: dict[str, list[tuple[float, float]]] = {}
     for term in _buckets(answer.responses[ref]["aggregations"]):
@@ -147,9 +161,8 @@ def test_a_time_series_draws_every_bucket_of_every_series(
 def test_a_stat_shows_the_last_value_of_its_expression(
         stack_cfg: Config, es: Elasticsearch, indexed: Indexed, window: TimeRange,
         tmp_path: Path) -> None:
-    checker = _checker(stack_cfg, es, indexed, window)
-    answer = _answers(checker, overview.build(), window)["Running jobs now"]
-    drawing = Previewer(checker, tmp_path).draw_panel(answer.panel, answer)
+    checker, answer, drawing = _drawn(stack_cfg, es, indexed, window, tmp_path,
+                                      overview.build(), "Running jobs now")
     sums = _last_values(answer.responses["A"]["aggregations"], answer.targets["A"])
     workers = _last_values(answer.responses["N"]["aggregations"], answer.targets["N"])
     # $A / $N at the last bucket both have a value: the snapshots' sum over workers
@@ -160,9 +173,8 @@ def test_a_stat_shows_the_last_value_of_its_expression(
 def test_a_table_draws_the_documents_rows(stack_cfg: Config, es: Elasticsearch,
                                           indexed: Indexed, window: TimeRange,
                                           tmp_path: Path) -> None:
-    checker = _checker(stack_cfg, es, indexed, window)
-    answer = _answers(checker, overview.build(), window)["Pending cores by user and bank"]
-    drawing = Previewer(checker, tmp_path).draw_panel(answer.panel, answer)
+    checker, answer, drawing = _drawn(stack_cfg, es, indexed, window, tmp_path,
+                                      overview.build(), "Pending cores by user and bank")
     (ref, _), = answer.targets.items()
     pairs = {(str(u["key"]), str(b["key"]))
              for u in _buckets(answer.responses[ref]["aggregations"]) for b in _buckets(u)}
@@ -175,9 +187,8 @@ def test_a_table_draws_the_documents_rows(stack_cfg: Config, es: Elasticsearch,
 def test_a_bar_gauge_ends_each_bar_at_its_series_last_value(
         stack_cfg: Config, es: Elasticsearch, indexed: Indexed, window: TimeRange,
         tmp_path: Path) -> None:
-    checker = _checker(stack_cfg, es, indexed, window)
-    answer = _answers(checker, overview.build(), window)["Oldest pending job by queue"]
-    drawing = Previewer(checker, tmp_path).draw_panel(answer.panel, answer)
+    checker, answer, drawing = _drawn(stack_cfg, es, indexed, window, tmp_path,
+                                      overview.build(), "Oldest pending job by queue")
     (ref, target), = answer.targets.items()
     want = {}
     for queue in _buckets(answer.responses[ref]["aggregations"]):
@@ -191,10 +202,9 @@ def test_a_bar_gauge_ends_each_bar_at_its_series_last_value(
 def test_logs_show_the_jobs_events_in_the_panels_order(stack_cfg: Config, es: Elasticsearch,
                                                         indexed: Indexed, window: TimeRange,
                                                         tmp_path: Path) -> None:
-    checker = _checker(stack_cfg, es, indexed, window)
-    answer = _answers(checker, job.build(), window)["Event timeline"]
+    checker, answer, drawing = _drawn(stack_cfg, es, indexed, window, tmp_path,
+                                      job.build(), "Event timeline")
     assert answer.panel["options"]["sortOrder"] == "Ascending"
-    drawing = Previewer(checker, tmp_path).draw_panel(answer.panel, answer)
     (ref, _), = answer.targets.items()
     hits = sorted(answer.responses[ref]["hits"]["hits"], key=lambda h: h["sort"])
     shown = [line.split()[-1] for line in drawing.data["lines"]]
@@ -208,11 +218,7 @@ def test_logs_show_the_jobs_events_in_the_panels_order(stack_cfg: Config, es: El
 def test_an_unsupported_panel_is_a_labelled_placeholder_and_counted(
         stack_cfg: Config, es: Elasticsearch, indexed: Indexed, window: TimeRange,
         tmp_path: Path) -> None:
-    heat = panel("heatmap", "Wait heatmap", [es_target(JOBS_BY_SUBMIT, "A",
-                                                       metrics=[metric("count")],
-                                                       buckets=[terms("queue")])], w=12, h=8)
-    heat["id"], heat["gridPos"] = 1, {"x": 0, "y": 0, "w": 12, "h": 8}
-    board = {"uid": "odd", "title": "odd", "panels": [heat]}
+    board = _one_panel_board("odd", "heatmap", "Wait heatmap", "queue")
     done = Previewer(_checker(stack_cfg, es, indexed, window), tmp_path).preview([board],
                                                                                  window)
     (only,) = done[0].panels
@@ -223,12 +229,10 @@ def test_an_unsupported_panel_is_a_labelled_placeholder_and_counted(
 def test_a_refused_query_is_a_placeholder_saying_why(
         stack_cfg: Config, es: Elasticsearch, indexed: Indexed, window: TimeRange,
         tmp_path: Path) -> None:
-    bars = panel("barchart", "By a field that is not there",
-                 [es_target(JOBS_BY_SUBMIT, "A", metrics=[metric("count")],
-                            buckets=[terms("no_such_field")])], w=12, h=8)
-    bars["id"], bars["gridPos"] = 1, {"x": 0, "y": 0, "w": 12, "h": 8}
-    done = Previewer(_checker(stack_cfg, es, indexed, window), tmp_path).preview(
-        [{"uid": "bad", "title": "bad", "panels": [bars]}], window)
+    board = _one_panel_board("bad", "barchart", "By a field that is not there",
+                             "no_such_field")
+    done = Previewer(_checker(stack_cfg, es, indexed, window), tmp_path).preview([board],
+                                                                                 window)
     (only,) = done[0].panels
     assert only.status == "placeholder" and only.refused
     assert only.reason.startswith("query A failed: unknown-field")
