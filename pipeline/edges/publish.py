@@ -146,8 +146,11 @@ def publish_records(cfg: Config, fmt: str, records: Iterator[SourceRecord], *,
                     result.bad_parts += 1
                     result.errors.append(f"{rec.where} jobs[{part.index}]: "
                                          f"{part.error.reason}: {part.error.message}")
-            key = next((p.events[0].key for p in parts if p.events), None)
-            raw = RawRecord(cluster=cfg.cluster, scheduler=scheduler,  # type: ignore[arg-type]
+            first = next((p.events[0] for p in parts if p.events), None)
+            key = first.key if first is not None else None
+            # a format of either scheduler (node-usage) is its record's
+            of_record = scheduler or (first.scheduler if first is not None else None)
+            raw = RawRecord(cluster=cfg.cluster, scheduler=of_record,  # type: ignore[arg-type]
                             format=fmt, received_at=now, payload=rec.payload, key=key)
             try:
                 sender.send(cfg.topics.raw, codec.encode(raw_to_avro(raw)), key)

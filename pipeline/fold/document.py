@@ -26,6 +26,7 @@ from pipeline.fold.run_state import (
     span_s,
     times,
 )
+from pipeline.fold.usage import USAGE_FIELDS, usage_figures
 
 __all__ = ["DOC_FIELDS", "doc_id", "document"]
 
@@ -48,7 +49,8 @@ DOC_FIELDS: tuple[str, ...] = (
     "size_bucket", "gpu_bucket", "wait_bucket", "runtime_bucket",
     "run_interval", "pending_interval",
     "cpu_time_s", "cpu_eff_pct", "mem_max_mb", "mem_max_pct", "gpu_util_pct",
-    "cpu_eff_x_nh", "mem_eff_x_nh",
+    "cpu_eff_x_nh", "mem_eff_x_nh", "usage_source",
+    *USAGE_FIELDS, "usage_dropped",
     "pending_reason",
     "events_dropped", "exceptions_dropped",
     "user_annotations", "user_annotations_dropped",
@@ -72,6 +74,29 @@ def doc_id(doc: Mapping[str, Any]) -> str:
     if doc.get("incarnation"):
         return f"{base}@{doc['t_submit']}"
     return base
+
+
+def _usage(doc: dict[str, Any], inc: Incarnation, *, begin: float | None) -> None:
+    """The run's usage so far from the node samples, and its final usage: the run's
+    accounting records' (sacct) where they state any, else, once the run has ended, the
+    node samples' (:mod:`pipeline.fold.usage`)."""
+    run, usage = inc.run, inc.jf.usage
+    accounted = {name: run.fact(name) for name in USAGE_FACTS}
+    figures = usage_figures(usage, begin=begin, ncores=doc["ncores"], nnodes=doc["nnodes"],
+                            mem_alloc_mb=doc["mem_alloc_mb"]) if len(usage) else None
+    if figures is not None:
+        doc.update(figures)
+    doc["usage_dropped"] = usage.dropped or None
+    if any(v is not None for v in accounted.values()):
+        doc.update(accounted, usage_source="sacct")
+    elif figures is not None and doc["t_end"] is not None:
+        run_s, ncores = doc["run_s"], doc["ncores"]
+        doc.update(cpu_time_s=figures["usage_cpu_s"],
+                   cpu_eff_pct=100.0 * figures["usage_cpu_s"] / (run_s * ncores)
+                   if run_s and ncores else None,
+                   mem_max_mb=figures["usage_mem_peak_mb"],
+                   mem_max_pct=figures["usage_mem_peak_pct"],
+                   gpu_util_pct=figures["usage_gpu_util_pct"], usage_source="node")
 
 
 def document(inc: Incarnation, runs: int) -> dict[str, Any]:
@@ -123,8 +148,7 @@ def document(inc: Incarnation, runs: int) -> dict[str, Any]:
         prior, current = inc.prior_hours[i], hours[i]
         if prior is not None or current is not None:
             doc[name] = (prior or 0.0) + (current or 0.0)
-    for name in USAGE_FACTS:
-        doc[name] = run.fact(name)
+    _usage(doc, inc, begin=run_times.run_begin)
 
     doc["pending_reason"] = pending_reason(run, scheduler)
     dropped = jf.dropped

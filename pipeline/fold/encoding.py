@@ -6,7 +6,8 @@ The encoding is the ``JobFold`` state every worker reads back from the table's
 changelog, so it only gains keys a state without them reads as their default: ``dropped``
 and ``keep`` appear only once the bounds have dropped events or narrowed the windows,
 ``annotations`` and ``annotations_dropped`` once a memo set a user annotation
-(:mod:`pipeline.fold.annotations`), and a long node list is kept as runs of numbered
+(:mod:`pipeline.fold.annotations`), ``usage`` and ``usage_dropped`` once a node sample
+came (:mod:`pipeline.fold.usage`), and a long node list is kept as runs of numbered
 names (:func:`node_runs`).
 """
 
@@ -21,9 +22,10 @@ from pipeline.core.jsontext import canonical
 from pipeline.core.model import JobEvent
 from pipeline.fold.annotations import UserAnnotations
 from pipeline.fold.bounds import KEEP_PER_WINDOW, state_parts
+from pipeline.fold.usage import NodeUsage
 
 __all__ = ["annotations_of", "event_entry", "event_of_entry", "fingerprint", "node_names",
-           "node_runs", "state_head"]
+           "node_runs", "state_head", "usage_of"]
 
 #: A node list of more names than this is kept in a job's state as runs of numbered names.
 _RUNS_FROM = 16
@@ -77,7 +79,7 @@ def node_names(runs: list[list[Any]]) -> list[Any]:
 
 def state_head(cluster: str | None, scheduler: str | None, job_id: str | None,
                job_id_f58: str | None, dropped: Mapping[str, int], keep: int,
-               annotations: UserAnnotations) -> dict[str, Any]:
+               annotations: UserAnnotations, usage: NodeUsage) -> dict[str, Any]:
     """The state's keys but its events."""
     head: dict[str, Any] = {"cluster": cluster, "scheduler": scheduler, "job_id": job_id,
                             "job_id_f58": job_id_f58}
@@ -89,6 +91,10 @@ def state_head(cluster: str | None, scheduler: str | None, job_id: str | None,
         head["annotations"] = annotations.to_state()
     if annotations.dropped:
         head["annotations_dropped"] = annotations.dropped
+    if len(usage):
+        head["usage"] = usage.to_state()
+    if usage.dropped:
+        head["usage_dropped"] = usage.dropped
     return head
 
 
@@ -96,6 +102,11 @@ def annotations_of(head: Mapping[str, Any]) -> UserAnnotations:
     """The user annotations of a state's head (none in a state written before them)."""
     return UserAnnotations.from_state(head.get("annotations") or (),
                                       int(head.get("annotations_dropped") or 0))
+
+
+def usage_of(head: Mapping[str, Any]) -> NodeUsage:
+    """The node samples of a state's head (none in a state written before them)."""
+    return NodeUsage.from_state(head.get("usage") or (), int(head.get("usage_dropped") or 0))
 
 
 def event_entry(ev: JobEvent, fps: Iterable[str]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from pipeline.fold.run_state import (
     run_started,
     times,
 )
+from pipeline.fold.usage import NodeUsage
 
 __all__ = ["Incarnation", "JobHead"]
 
@@ -55,6 +56,9 @@ class JobHead(Protocol):
 
     @property
     def annotations(self) -> UserAnnotations: ...
+
+    @property
+    def usage(self) -> NodeUsage: ...
 
 
 class Incarnation:

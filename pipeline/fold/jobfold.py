@@ -34,9 +34,11 @@ from pipeline.fold.encoding import (
     event_of_entry,
     fingerprint,
     state_head,
+    usage_of,
 )
 from pipeline.fold.incarnation import Incarnation
 from pipeline.fold.order import event_order, merge_variants, split_incarnations, submit_time
+from pipeline.fold.usage import USAGE_EVENT, NodeUsage, Sample
 
 __all__ = ["JobFold", "fold"]
 
@@ -72,7 +74,7 @@ class JobFold:
 
     __slots__ = ("cluster", "scheduler", "job_id", "job_id_f58", "keep", "_events", "_fps",
                  "_json", "_live", "_new", "_counts", "_windows", "_dropped", "_annotations",
-                 "__weakref__")
+                 "_usage", "__weakref__")
 
     def __init__(self) -> None:
         self.cluster: str | None = None
@@ -91,6 +93,7 @@ class JobFold:
         self._windows: dict[str, Window] = {}  # the full windows' order, made when full
         self._dropped: dict[str, int] = {}  # window -> events dropped
         self._annotations = UserAnnotations()  # what the memos set, kept apart from them
+        self._usage = NodeUsage()  # the node samples' latest per counter, kept apart too
 
     @property
     def key(self) -> str | None:
@@ -112,6 +115,11 @@ class JobFold:
     def annotations(self) -> UserAnnotations:
         """The job's user annotations, folded from its memos (not to be changed)."""
         return self._annotations
+
+    @property
+    def usage(self) -> NodeUsage:
+        """The job's node samples, the latest of each counter (not to be changed)."""
+        return self._usage
 
     @property
     def done(self) -> bool:
@@ -137,11 +145,14 @@ class JobFold:
         fps = self._fps.get(event.event_id)
         if fps is not None and fp in fps:
             return False
-        memo = event.event == "memo"
-        # a memo's context is folded into the annotations, whole; the event keeps none
+        memo, sample = event.event == "memo", event.event == USAGE_EVENT
+        # a memo's context is folded into the annotations, whole, and a sample's into the
+        # usage; the event keeps none
         posted = self._annotations.post(event.context, memo_order(event, fp)) if memo else (
             False, 0)
-        context, facts = state_parts({} if memo else event.context, event.facts)
+        if sample:
+            posted = (self._usage.post(Sample.of(event.context, event.event_id)), 0)
+        context, facts = state_parts({} if memo or sample else event.context, event.facts)
         # without jobspec, R and record (dataclasses.replace costs four times as much)
         compact = JobEvent(cluster=event.cluster, scheduler=event.scheduler,
                            job_id=event.job_id, event=event.event, timestamp=event.timestamp,
@@ -273,7 +284,7 @@ class JobFold:
 
     def _head(self) -> dict[str, Any]:
         return state_head(self.cluster, self.scheduler, self.job_id, self.job_id_f58,
-                          self._dropped, self.keep, self._annotations)
+                          self._dropped, self.keep, self._annotations, self._usage)
 
     def _entry(self, ev: JobEvent) -> dict[str, Any]:
         return event_entry(ev, self._fps[ev.event_id])
@@ -286,6 +297,7 @@ class JobFold:
         jf.keep = int(d.get("keep", KEEP_PER_WINDOW))
         jf._dropped = {str(k): int(v) for k, v in (d.get("dropped") or {}).items()}
         jf._annotations = annotations_of(d)
+        jf._usage = usage_of(d)
         for e in d.get("events", ()):
             ev = event_of_entry(d, e, jf.job_id_f58)
             if jf._make_room(ev):

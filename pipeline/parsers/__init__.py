@@ -4,7 +4,7 @@ A *record* is what one raw-topic message carries (``RawRecord.payload``): one jo
 response, one jobcomp line, one ``squeue --json`` / ``sacct --json`` document, one hook
 environment, one line of the lua submit plugins, or (``flux-eventlog``) one JSON object
 ``{"id", "eventlog", "jobspec", "R"}`` built by the CLI from a job's eventlog, jobspec and
-R files.
+R files, or (``node-usage``, either scheduler's) one sample of a job on one node.
 
 ``parse_record(fmt, payload, cluster=...)`` returns the events of a record or raises
 :class:`pipeline.runtime.errors.ParseError`; ``split_records(fmt, data)`` cuts a file into records
@@ -117,8 +117,14 @@ def _slurm_submit_plugin() -> RecordParser:
     return parse_submit_plugin
 
 
-#: format name -> (scheduler, loader of its record parser, True if a file holds one record a line)
-FORMATS: dict[str, tuple[str, Callable[[], RecordParser], bool]] = {
+def _node_usage() -> RecordParser:
+    from pipeline.parsers.node_usage import parse_node_usage
+    return parse_node_usage
+
+
+#: format name -> (scheduler, loader of its record parser, True if a file holds one record a
+#: line); the scheduler is None for a format of either, whose record says which
+FORMATS: dict[str, tuple[str | None, Callable[[], RecordParser], bool]] = {
     "flux-journal": ("flux", _flux_journal, True),
     "flux-eventlog": ("flux", _flux_eventlog, False),
     "slurm-jobcomp": ("slurm", _slurm_jobcomp, True),
@@ -126,6 +132,7 @@ FORMATS: dict[str, tuple[str, Callable[[], RecordParser], bool]] = {
     "slurm-sacct": ("slurm", _slurm_sacct, False),
     "slurm-hook": ("slurm", _slurm_hook, False),
     "slurm-submit-plugin": ("slurm", _slurm_submit_plugin, True),
+    "node-usage": (None, _node_usage, True),
 }
 
 

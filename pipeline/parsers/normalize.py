@@ -49,7 +49,11 @@ def _check(raw: RawRecord) -> None:
     if raw.format not in FORMATS:
         raise ParseError("unknown-format", f"raw record of unknown format {raw.format!r}")
     scheduler = FORMATS[raw.format][0]
-    if raw.scheduler != scheduler:
+    if scheduler is None:  # a format of both: its payload names the scheduler
+        if raw.scheduler not in ("flux", "slurm"):
+            raise ParseError("bad-type", f"format {raw.format}: scheduler "
+                                         f"{raw.scheduler!r} is not flux or slurm")
+    elif raw.scheduler != scheduler:
         raise ParseError("bad-type", f"format {raw.format} is {scheduler}'s, the record says "
                                      f"scheduler {raw.scheduler!r}")
     check_received_at(raw)

@@ -46,6 +46,7 @@ from typing import Any
 
 from pipeline.core.model import EVENT_JSON_FIELDS
 from pipeline.fold import doc_id as fold_doc_id
+from pipeline.fold.usage import USAGE_EVENT, series_point
 from pipeline.parsers.surrogates import check_surrogates
 from pipeline.runtime.errors import ParseError, Refusal, SinkError
 from pipeline.sink.names import (
@@ -223,6 +224,9 @@ class Converter:
             if name in source:
                 source[name] = _json_object(name, source[name])
         source["@timestamp"] = epoch_ms
+        if source.get("event") == USAGE_EVENT and isinstance(source.get("context"), dict):
+            # typed, so that the job page can average and chart it (context is keywords)
+            source["usage"] = series_point(source["context"])
         return Action(
             family=Family.EVENTS, op=Op.CREATE,
             index=index_name(self.prefix, Family.EVENTS, self.generation, month),
