@@ -41,6 +41,18 @@ def _phases(_: click.Context, __: click.Parameter, value: str) -> tuple[str, ...
               help="Also measure worker and edge memory at this many tracked jobs.")
 @click.option("--memos", type=click.IntRange(1), default=BenchOptions.memos, show_default=True,
               help="Memo events of the one job of the memos phase.")
+@click.option("--usage-nodes", type=click.IntRange(1), default=BenchOptions.usage_nodes,
+              show_default=True, help="node-usage phase: simulated nodes.")
+@click.option("--usage-jobs-per-node", type=click.IntRange(1),
+              default=BenchOptions.usage_jobs_per_node, show_default=True,
+              help="node-usage phase: jobs running on each node.")
+@click.option("--usage-intervals", type=click.IntRange(1),
+              default=BenchOptions.usage_intervals, show_default=True,
+              help="node-usage phase: rounds of samples (30 s of publishing each).")
+@click.option("--edge-jobs", type=click.IntRange(1), default=BenchOptions.edge_jobs,
+              show_default=True, help="node-edge phase: jobs on this node.")
+@click.option("--edge-processes", type=click.IntRange(1), default=BenchOptions.edge_processes,
+              show_default=True, help="node-edge phase: their processes.")
 @click.option("--seed", type=int, default=BenchOptions.seed, show_default=True)
 @click.option("--time-scale", type=click.FloatRange(min=0.001),
               default=BenchOptions.time_scale, show_default=True,
@@ -57,7 +69,9 @@ def _phases(_: click.Context, __: click.Parameter, value: str) -> tuple[str, ...
 @click.option("--keep", is_flag=True, help="Leave the run's topics and indices in place.")
 @click.pass_context
 def bench(ctx: click.Context, jobs: int, rate: float, latency_s: float, sample_every: int,
-          workers: int, baseline_s: float, tracked_jobs: int, memos: int, seed: int,
+          workers: int, baseline_s: float, tracked_jobs: int, memos: int, usage_nodes: int,
+          usage_jobs_per_node: int, usage_intervals: int, edge_jobs: int,
+          edge_processes: int, seed: int,
           time_scale: float, phases: tuple[str, ...], timeout: float, json_path: Path | None,
           logs: Path | None, keep: bool) -> None:
     """Measure the flow against its ceilings on the local stack (started if needed).
@@ -70,6 +84,9 @@ def bench(ctx: click.Context, jobs: int, rate: float, latency_s: float, sample_e
     opts = BenchOptions(seed=seed, jobs=jobs, time_scale=time_scale, rate=rate,
                         latency_s=latency_s, sample_every=sample_every, workers=workers,
                         baseline_s=baseline_s, tracked_jobs=tracked_jobs, memos=memos,
+                        usage_nodes=usage_nodes, usage_jobs_per_node=usage_jobs_per_node,
+                        usage_intervals=usage_intervals, edge_jobs=edge_jobs,
+                        edge_processes=edge_processes,
                         phases=phases, timeout=timeout, logs=logs, keep=keep)
     console = Console()
     result = run_bench(get_config(ctx), opts, console)

@@ -44,7 +44,9 @@ PHASES = ("ceilings", "baseline", "e2e", "replay", "latency", "memory")
 #: phases run only when named: ``slurm-edge`` is the Slurm edge alone polling a squeue
 #: document of ``tracked_jobs`` pending jobs (its memory, without the worker's run);
 #: ``memos`` one job with ``memos`` memo events against as many ordinary events
-OPTIONAL_PHASES = ("slurm-edge", "memos")
+#: ``node-usage`` the samples of ``usage_nodes`` nodes running ``usage_jobs_per_node`` jobs
+#: each through the flow; ``node-edge`` the node edge's CPU and memory on this node
+OPTIONAL_PHASES = ("slurm-edge", "memos", "node-usage", "node-edge")
 
 #: docs/design.md, "Targets"
 TARGET_RATIO = 0.5
@@ -52,6 +54,11 @@ TARGET_P99_S = 1.5
 #: what one worker may spend per event so that the flow keeps up on a small machine
 #: (issue 11: Kafka, Elasticsearch and the sink take the rest of two cores)
 TARGET_WORKER_CPU_MS = 0.2
+#: issue 33: a node sample searchable within 5 s at 10,000 nodes x 4 jobs; the node edge
+#: at most 20 ms of CPU per interval and 40 MiB with 64 jobs and 2,000 processes
+TARGET_USAGE_P99_S = 5.0
+TARGET_EDGE_CPU_MS = 20.0
+TARGET_EDGE_RSS_MIB = 40.0
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,13 @@ class BenchOptions:
     tracked_jobs: int = 0
     #: memo events of the one job of the memos phase
     memos: int = 10_000
+    #: the node-usage phase: simulated nodes, jobs on each, rounds of samples
+    usage_nodes: int = 10_000
+    usage_jobs_per_node: int = 4
+    usage_intervals: int = 3
+    #: the node-edge phase: jobs and processes on this node
+    edge_jobs: int = 64
+    edge_processes: int = 2_000
     phases: tuple[str, ...] = PHASES
     #: longest wait for any one phase to finish
     timeout: float = 600.0
@@ -190,6 +204,18 @@ def run_bench(cfg: Config, opts: BenchOptions, console: Console) -> BenchResult:
                                   logs / "memos", timeout=opts.timeout, console=console)
             details["memos"] = {**asdict(res), "check": res.check.as_dict(),
                                 "ratio": res.ratio}
+        if "node-usage" in opts.phases:
+            _node_usage(names.phase(cfg, "usage"), es, opts, logs / "node-usage", values,
+                        details, console)
+        if "node-edge" in opts.phases:
+            from pipeline.edges.node.bench import measure
+
+            with console.status(f"node edge: {opts.edge_jobs} jobs, {opts.edge_processes} "
+                                "processes"):
+                edge_cost = measure(opts.edge_jobs, opts.edge_processes, 10)
+            values.update(node_edge_cpu_ms_per_interval=edge_cost["cpu_ms_per_interval"],
+                          node_edge_rss_mib=edge_cost["rss_mib"])
+            details["node_edge"] = edge_cost
         details["machine"]["load_at_end"] = list(os.getloadavg())
     return BenchResult(_figures(values, opts), details)
 
@@ -270,6 +296,23 @@ def _e2e(cfg: Config, es: Any, feed: Feed, opts: BenchOptions, logs: Path,
                       f"{res.check.as_dict()}")
 
 
+def _node_usage(cfg: Config, es: Any, opts: BenchOptions, logs: Path, values: dict[str, Any],
+                details: dict[str, Any], console: Console) -> None:
+    from pipeline.tooling.bench.usage import as_details, run_usage_flow, usage_feed
+
+    samples = opts.usage_nodes * opts.usage_jobs_per_node * opts.usage_intervals
+    with console.status(f"node usage: building {samples} samples"):
+        feed = usage_feed(opts.usage_nodes, opts.usage_jobs_per_node, opts.usage_intervals,
+                          seed=opts.seed + 3, start=time.time())
+    res = run_usage_flow(cfg, es, feed, logs, nodes=opts.usage_nodes,
+                         jobs_per_node=opts.usage_jobs_per_node,
+                         sample_every=opts.sample_every, timeout=opts.timeout,
+                         console=console)
+    values.update(usage_p99_s=res.p99_s, usage_kept_up=res.kept_up,
+                  worker_cpu_ms_per_sample=res.worker_cpu_ms_per_sample)
+    details["node_usage"] = as_details(res)
+
+
 def _replay(cfg: Config, feed: Feed, logs: Path, values: dict[str, Any],
             details: dict[str, Any], console: Console) -> None:
     try:
@@ -326,6 +369,18 @@ def _figures(v: dict[str, Any], opts: BenchOptions) -> list[Figure]:
                note=f"at {opts.rate:g} events/s, 1 job in {opts.sample_every} sampled"),
         figure("latency_p99_s", v.get("latency_p99_s"), "s", f"< {TARGET_P99_S}",
                below(TARGET_P99_S)),
+        figure("usage_p99_s", v.get("usage_p99_s"), "s", f"< {TARGET_USAGE_P99_S}",
+               below(TARGET_USAGE_P99_S),
+               note=f"node sample -> searchable job document, {opts.usage_nodes} nodes x "
+                    f"{opts.usage_jobs_per_node} jobs / 30 s"
+                    + ("" if v.get("usage_kept_up", True) else "; DID NOT KEEP UP")),
+        figure("worker_cpu_ms_per_sample", v.get("worker_cpu_ms_per_sample"), "ms",
+               note="node-usage run; compare worker_cpu_ms_per_event"),
+        figure("node_edge_cpu_ms_per_interval", v.get("node_edge_cpu_ms_per_interval"), "ms",
+               f"≤ {TARGET_EDGE_CPU_MS:g}", lambda ms: ms <= TARGET_EDGE_CPU_MS,
+               note=f"{opts.edge_jobs} jobs, {opts.edge_processes} processes"),
+        figure("node_edge_rss_mib", v.get("node_edge_rss_mib"), "MiB",
+               f"≤ {TARGET_EDGE_RSS_MIB:g}", lambda mib: mib <= TARGET_EDGE_RSS_MIB),
         figure("events_per_job", epj, ""),
         figure("job_doc_writes_per_job", jw, "", "≪ events/job",
                (lambda w: w <= epj / 4) if epj else None, note="e2e run, _stats index_total"),
