@@ -32,7 +32,6 @@ hook records to a second edge of its own.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import pwd
 import shutil
@@ -40,14 +39,12 @@ import subprocess
 import sys
 import time
 import uuid
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient
 from slurm_cluster import TERMINAL_STATES, SlurmCluster
 from slurm_daemons import wait_until
 from slurm_e2e import (
@@ -57,6 +54,7 @@ from slurm_e2e import (
     end_offsets,
     feed,
     lua_plugins,
+    module_config,
     percentile,
     read_dlq,
     read_raw,
@@ -153,34 +151,8 @@ class Run:
 @pytest.fixture(scope="module")
 def e2e_cfg(stack_base_cfg: Config, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[Config]:
-    """A config of this module's own on the running stack (topics, index prefix, app id,
-    spool and store); its topics and indices are deleted afterwards."""
-    suffix = uuid.uuid4().hex[:10]
-    state = tmp_path_factory.mktemp("slurm-e2e")
-    base = stack_base_cfg
-    cfg = base.replace(
-        cluster=CLUSTER,
-        topics={f.name: f"{getattr(base.topics, f.name)}.{suffix}"
-                for f in dataclasses.fields(base.topics)},
-        elasticsearch={"index_prefix": f"test-{suffix}-"},
-        worker={"app_id": f"jobstream-{suffix}", "store_dir": str(state / "worker-store"),
-                "web_port": free_port()},
-        edge={"spool_dir": str(state / "spool")})
-    yield cfg
-    try:
-        admin = AdminClient(cfg.librdkafka())
-        names = [t for t in admin.list_topics(timeout=10).topics if suffix in t]
-        if names:
-            for future in admin.delete_topics(names, operation_timeout=30).values():
-                future.result(timeout=60)
-        with client(cfg) as es:
-            prefix = cfg.elasticsearch.index_prefix
-            es.options(ignore_status=404).indices.delete(
-                index=f"{prefix}*", expand_wildcards="all", allow_no_indices=True)
-            es.options(ignore_status=404).indices.delete_index_template(name=f"{prefix}*")
-    except Exception as exc:  # clean-up must not hide the outcome of the tests
-        warnings.warn(f"could not delete the module's topics and indices: {exc}",
-                      stacklevel=1)
+    with module_config(stack_base_cfg, CLUSTER, tmp_path_factory.mktemp("slurm-e2e")) as cfg:
+        yield cfg
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ def _phases(_: click.Context, __: click.Parameter, value: str) -> tuple[str, ...
 
 @click.command("bench")
 @click.option("--jobs", type=click.IntRange(1), default=BenchOptions.jobs, show_default=True,
-              help="Jobs of the e2e workload (~10.8 canonical events each).")
+              help="Jobs of the e2e workload (~14.2 canonical events each).")
 @click.option("--rate", type=click.FloatRange(min=1), default=BenchOptions.rate,
               show_default=True, help="Canonical events/s published in the latency run.")
 @click.option("--latency-seconds", "latency_s", type=click.FloatRange(min=1),
