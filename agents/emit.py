@@ -1,5 +1,7 @@
 """What the jobs stage emits: each event to ``hpc.jobs.events`` as it is folded, each
-document of a job's state to ``hpc.jobs.state`` at the batch's end; both enriched
+document of a job's state to ``hpc.jobs.state`` at the batch's end (node samples to
+``hpc.jobs.events`` thinned to ``worker.usage_series_s``, the site's bound on the usage
+series); both enriched
 (:mod:`pipeline.core.enrich`), anonymized (:mod:`pipeline.core.anonymize`) and encoded
 with the topic's schema (:class:`pipeline.codecs.wire.Wire`).
 
@@ -21,6 +23,7 @@ from pipeline.core.anonymize import IDENTITY_FIELDS, Anonymizer
 from pipeline.core.enrich import Enricher
 from pipeline.core.model import JobEvent
 from pipeline.fold import JobFold
+from pipeline.fold.usage import USAGE_EVENT, keeps_point
 from pipeline.runtime.errors import ParseError
 
 __all__ = ["Emitter"]
@@ -31,13 +34,16 @@ class Emitter:
 
     def __init__(self, wire: Wire, enricher: Enricher, anonymizer: Anonymizer,
                  outputs: Sender, dead: DeadLetters, *, events: str, state: str,
-                 max_bytes: int) -> None:
+                 max_bytes: int, usage_series_s: float = 0.0) -> None:
         self.wire, self.enricher, self.anonymizer = wire, enricher, anonymizer
         self.outputs, self.dead = outputs, dead
         self.events, self.state, self.max_bytes = events, state, max_bytes
+        self.usage_series_s = usage_series_s
 
     def event(self, key: bytes, ev: JobEvent, job: Callable[[bytes], JobFold]) -> None:
         """One event of the job ``key`` (``job(key)``: its fold, for the identities)."""
+        if ev.event == USAGE_EVENT and not keeps_point(ev.context, self.usage_series_s):
+            return
         event = ev.to_dict()
         event["facts"] = self.enricher.facts(event["facts"])
         known = self._identities(job(key)) if self.anonymizer.active else ()

@@ -126,7 +126,8 @@ class JobsStage:
         self.dead = DeadLetters(outputs, self.topics.dlq)
         self.emit = Emitter(wire, enricher, anonymizer, outputs, self.dead,
                             events=self.topics.events, state=self.topics.state,
-                            max_bytes=self.max_bytes)
+                            max_bytes=self.max_bytes,
+                            usage_series_s=cfg.worker.usage_series_s)
         self.counters = BatchCounters(
             self.raw, (self.topics.events, self.topics.state, self.canonical))
         self._flushing = asyncio.Lock()

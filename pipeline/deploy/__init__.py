@@ -31,9 +31,12 @@ __all__ = [
     "write_units",
 ]
 
-#: unit file name -> the role whose user runs it (the keys of ``users`` in :func:`render`)
+#: unit file name -> the role whose user runs it (the keys of ``users`` in :func:`render`;
+#: a role no ``users`` names keeps the shipped ``User=``)
 UNITS: dict[str, str] = {
     "jobstream-edge-flux@.service": "flux",
+    # root, its capabilities bounded to reading every process (the unit says which)
+    "jobstream-edge-node@.service": "root",
     "jobstream-edge-slurm@.service": "slurm",
     "jobstream-sink@.service": "jobstream",
     "jobstream-worker@.service": "jobstream",

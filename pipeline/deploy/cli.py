@@ -32,6 +32,9 @@ def next_steps(dest: Path, instance: str, executable: str) -> str:
         "  # a host of the Flux system instance, with edge.spool_dir = "
         f"\"/var/lib/jobstream/edge-flux-{instance}\":",
         f"  systemctl enable --now jobstream-edge-flux@{instance}.service",
+        "  # every compute node (root, bounded to reading /proc and the cgroups; its spool is"
+        f" /var/lib/jobstream/edge-node-{instance}):",
+        f"  systemctl enable --now jobstream-edge-node@{instance}.service",
         f"  journalctl -f -u 'jobstream-*@{instance}.service'",
     ]
     if dest != Path("/etc/systemd/system"):

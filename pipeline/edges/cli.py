@@ -1,4 +1,4 @@
-"""``jobstream edge flux | slurm | status | install-hook | install-lua``.
+"""``jobstream edge flux | slurm | node | status | install-hook | install-lua``.
 
 The same group runs standalone as ``python -m pipeline.edges ...`` (:mod:`pipeline.edges.__main__`),
 which imports nothing of the other areas: the daemons stay small.
@@ -109,6 +109,54 @@ def edge_slurm(ctx: click.Context) -> None:
         stop.wait()
     finally:
         slurm_edge.stop()
+
+
+@edge.command("node")
+@click.option("--once", is_flag=True,
+              help="Sample once, wait for Kafka to confirm the records, and exit.")
+@click.option("--print", "print_only", is_flag=True,
+              help="With --once: print the payloads as JSON lines instead (no spool, no "
+                   "Kafka).")
+@click.option("--interval", type=float, default=None,
+              help="Seconds between samples [default: edge.node.interval_s].")
+@click.option("--timeout", type=float, default=60.0, show_default=True,
+              help="With --once: how long to wait for Kafka.")
+@click.pass_context
+def edge_node(ctx: click.Context, once: bool, print_only: bool, interval: float | None,
+              timeout: float) -> None:
+    """Sample the usage of the jobs on this compute node until SIGTERM (as root, for
+    every user's processes; see docs/node.md)."""
+    from pipeline.edges.base import EdgeRuntime
+    from pipeline.edges.node.daemon import NodeEdge, build_sampler, print_payloads
+    from pipeline.runtime.errors import ServiceError
+
+    if print_only and not once:
+        raise click.UsageError("--print goes with --once")
+    if interval is not None and not interval > 0:
+        raise click.UsageError("--interval: seconds, over 0")
+    cfg = get_config(ctx)
+    sampler = build_sampler(cfg)
+    if print_only:
+        print_payloads(sampler, click.echo)
+        return
+    one_arena()
+    node_edge = NodeEdge(cfg, sampler, EdgeRuntime(cfg, "node"), interval_s=interval)
+    if once:
+        payloads = node_edge.sample_once()
+        waiting = node_edge.deliver(timeout)
+        if waiting:
+            raise ServiceError(f"{waiting} record(s) not confirmed by Kafka within "
+                               f"{timeout:g} s; they wait in {node_edge.runtime.spool.path}")
+        click.echo(f"jobstream edge node: {len(payloads)} sample(s) delivered", err=True)
+        return
+    metrics.start(cfg, "edge node", port=cfg.edge.node.metrics_port, bind="127.0.0.1")
+    stop = _stop_on_signals()
+    click.echo(f"jobstream edge node: node {sampler.node}, every "
+               f"{node_edge.interval_s:g} s, spool {node_edge.runtime.spool.path}, "
+               f"topic {cfg.topics.raw}", err=True)
+    node_edge.run(stop)
+    click.echo(f"jobstream edge node: {node_edge.published} sample(s) spooled in "
+               f"{node_edge.intervals} interval(s)", err=True)
 
 
 def _age(seconds: float | None) -> str:

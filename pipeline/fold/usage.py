@@ -37,7 +37,7 @@ from dataclasses import astuple, dataclass
 from typing import Any
 
 __all__ = ["RUN_SLACK_S", "USAGE_COUNTERS", "USAGE_EVENT", "USAGE_FIELDS", "NodeUsage", "Sample",
-           "series_point", "usage_figures"]
+           "keeps_point", "series_point", "usage_figures"]
 
 #: the job document's fields of the usage so far, in document order
 USAGE_FIELDS: tuple[str, ...] = (
@@ -245,3 +245,16 @@ def series_point(context: Mapping[str, Any]) -> dict[str, Any]:
     if utils:
         point["gpu_now_pct"] = sum(utils) / len(utils)
     return {k: v for k, v in point.items() if v is not None}
+
+
+def keeps_point(context: Mapping[str, Any], every_s: float) -> bool:
+    """Whether a sample is a point of the usage series thinned to one per ``every_s``
+    seconds per node (0: every sample): the first sample of a node in each ``every_s``
+    stretch of the clock, told from the sample alone (its time and interval), so a
+    replay or a copy keeps the same points."""
+    if every_s <= 0:
+        return True
+    at, interval = context.get("sampled_at"), context.get("interval_s")
+    if not isinstance(at, int | float) or not interval:
+        return True
+    return int(at // every_s) != int((at - interval) // every_s)

@@ -157,6 +157,10 @@ class WorkerConfig:
     #: over it keeps fewer of each kind of event (pipeline.fold, "Bounds"); one that cannot
     #: fit even so goes to the DLQ, stage ``state``. Well under the changelog's 1 MiB.
     max_state_bytes: int = 512 * 1024
+    #: a job's node samples go to the events index (its usage series, the job page's
+    #: charts) at most one per this many seconds per node; 0 = every one. The job's
+    #: document folds every sample all the same (pipeline.fold.usage.keeps_point)
+    usage_series_s: float = 0.0
     #: the worker's fetches from Kafka wait for this many bytes ... (agents.faust_patches.fetch)
     fetch_min_bytes: int = 65536
     #: ... or this long, whichever comes first: the latency it adds, at most
@@ -269,6 +273,32 @@ class SlurmEdgeConfig:
 
 
 @dataclass(frozen=True)
+class NodeEdgeConfig:
+    """``jobstream edge node``: the usage of the jobs on one compute node (docs/node.md)."""
+
+    #: seconds between two samples of every job (Slurm's JobAcctGatherFrequency default)
+    interval_s: float = 30.0
+    #: the node's name in the samples; empty = the host name up to its first '.'
+    name: str = ""
+    #: where the cgroup hierarchies are mounted (Slurm's CgroupMountpoint)
+    cgroup_root: str = "/sys/fs/cgroup"
+    proc_root: str = "/proc"
+    #: readers, in precedence order: "cgroup" (the jobs' cgroups), "procs" (the processes
+    #: whose environment names a job, for jobs without a cgroup)
+    readers: tuple[str, ...] = ("cgroup", "procs")
+    #: the schedulers whose jobs are sampled: "slurm", "flux"
+    schedulers: tuple[str, ...] = ("slurm", "flux")
+    #: NVIDIA GPUs through NVML (off by itself, said once, where there is no driver)
+    gpus: bool = True
+    #: the process reader sums smaps_rollup's Pss instead of VmRSS (Slurm's UsePss)
+    use_pss: bool = False
+    #: the slices where Flux's sdexec units are looked for (under the cgroup root)
+    flux_slices: tuple[str, ...] = ("user.slice", "system.slice")
+    #: Prometheus metrics port, on loopback only; 0 = off
+    metrics_port: int = 0
+
+
+@dataclass(frozen=True)
 class EdgeConfig:
     #: durable spool directory; empty = <stack.cache_dir>/spool
     spool_dir: str = ""
@@ -276,6 +306,7 @@ class EdgeConfig:
     spool_max_bytes: int = 0
     flux: FluxEdgeConfig = field(default_factory=FluxEdgeConfig)
     slurm: SlurmEdgeConfig = field(default_factory=SlurmEdgeConfig)
+    node: NodeEdgeConfig = field(default_factory=NodeEdgeConfig)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
 """Prometheus metrics of jobstream's long-running processes: every definition, and the server.
 
-Each process (``jobstream worker``, ``sink``, ``edge flux``, ``edge slurm``) counts into the
-same process-wide registry (prometheus_client's default one, which adds the ``process_*``
-metrics: an edge's resident memory has a target) and calls :func:`start` once, which serves
-it on the process's port from ``[metrics]``. The counting code imports the metric it needs
-from here and keeps the labelled child (``.labels(...)``) when it counts in a loop: a label
-lookup hashes the label values under a lock, an ``inc`` on a child is one lock.
+Each process (``jobstream worker``, ``sink``, ``edge flux``, ``edge slurm``, ``edge node``)
+counts into the same process-wide registry (prometheus_client's default one, which adds the
+``process_*`` metrics: an edge's resident memory has a target) and calls :func:`start`
+once, which serves it on the process's port from ``[metrics]`` (the node edge's, one per
+compute node, from ``edge.node.metrics_port``, on loopback only). The counting code
+imports the metric it needs from here and keeps the labelled child (``.labels(...)``) when
+it counts in a loop: a label lookup hashes the label values under a lock, an ``inc`` on a
+child is one lock.
 
 Nothing listens beyond loopback without credentials (design, section 5): a bind that is
 not loopback needs ``metrics.token_file``, whose token Prometheus sends as a bearer token,
@@ -47,6 +49,10 @@ __all__ = [
     "EDGE_RECORDS_PUBLISHED",
     "EDGE_RECORDS_RECEIVED",
     "LAST_EVENT_TIME",
+    "NODE_INTERVAL_CPU",
+    "NODE_JOBS",
+    "NODE_READ_ERRORS",
+    "NODE_SAMPLES_PUBLISHED",
     "PROCESSES",
     "SINK_BULK_ITEMS",
     "SINK_BULK_SECONDS",
@@ -75,6 +81,24 @@ EDGE_RECORDS_RECEIVED = Counter(
 EDGE_RECORDS_PUBLISHED = Counter(
     "jobstream_edge_records_published",
     "Spooled records Kafka confirmed (and the spool forgot)", ["edge", "cluster", "topic"])
+
+# -- the node edge (one per compute node) ----------------------------------------------
+
+NODE_SAMPLES_PUBLISHED = Counter(
+    "jobstream_node_samples_published",
+    "node-usage records the node edge spooled, one per job per interval and one final",
+    ["cluster"])
+NODE_JOBS = Gauge(
+    "jobstream_node_jobs", "Jobs the node edge sampled in its last interval, by reader",
+    ["reader"])
+NODE_READ_ERRORS = Counter(
+    "jobstream_node_read_errors",
+    "Jobs (or whole readers) the node edge could not read in an interval; the log says "
+    "why, once per job and reason")
+NODE_INTERVAL_CPU = Histogram(
+    "jobstream_node_interval_cpu_seconds",
+    "CPU seconds the node edge spent on one interval (reading, encoding, spooling)",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5))
 
 # -- the worker -----------------------------------------------------------------------
 
@@ -325,17 +349,21 @@ def serve(bind: str, port: int, *, token: Secret | None = None,
     return httpd
 
 
-def start(cfg: Config, process: str) -> WSGIServer | None:
+def start(cfg: Config, process: str, *, port: int | None = None,
+          bind: str | None = None) -> WSGIServer | None:
     """Serve the metrics of ``process`` (a key of :data:`PROCESSES`) on its configured
-    port; None when that port is 0 (off)."""
+    port; None when that port is 0 (off). A process whose port is configured elsewhere
+    (the node edge's) passes ``port``, and ``bind`` to listen elsewhere than
+    ``metrics.bind``; the token and TLS of ``[metrics]`` apply all the same."""
     m = cfg.metrics
-    port = getattr(m, PROCESSES[process])
+    port = getattr(m, PROCESSES[process]) if port is None else port
     if not port:
         return None
+    bind = m.bind if bind is None else bind
     token = read_secret_file(m.token_file, "metrics.token_file") if m.token_file else None
     tls = server_tls(m.tls_cert, m.tls_key, "metrics.tls")
-    server = serve(m.bind, port, token=token, tls=tls,
+    server = serve(bind, port, token=token, tls=tls,
                    tls_terminated_by_proxy=m.tls_terminated_by_proxy)
     logger.info("%s: metrics on %s://%s:%d/metrics", process, "https" if tls else "http",
-                m.bind, server.server_port)
+                bind, server.server_port)
     return server

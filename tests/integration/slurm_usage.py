@@ -89,7 +89,7 @@ def submit_usage_jobs(cluster: SlurmCluster, *, run_s: int = 20, touched_mib: in
 
 def cgroup_roots(cluster: SlurmCluster) -> CgroupRoots:
     """The readers' roots for this cluster's slurmd: Debian's ``slurm_<NodeName>`` prefix."""
-    return CgroupRoots(slurm_prefix=f"slurm_{cluster.spec.host}")
+    return CgroupRoots(slurm_prefix=f"slurm_{cluster.spec.host}")  # as discovery finds it
 
 
 def job_cgroup(roots: CgroupRoots, controller: str, user: str, job_id: str) -> Path:

@@ -27,11 +27,12 @@ def _service(unit: UnitFile) -> dict[str, str]:
     return dict(parser["Service"])
 
 
-def test_ships_the_four_template_units() -> None:
+def test_ships_the_five_template_units() -> None:
     names = [u.name for u in shipped_units()]
     assert names == sorted(UNITS)
     assert {n.split("@")[0] for n in names} == {
-        "jobstream-edge-flux", "jobstream-edge-slurm", "jobstream-sink", "jobstream-worker"}
+        "jobstream-edge-flux", "jobstream-edge-node", "jobstream-edge-slurm", "jobstream-sink",
+        "jobstream-worker"}
 
 
 @pytest.mark.parametrize("unit", shipped_units(), ids=lambda u: u.name)
@@ -53,6 +54,9 @@ def test_units_keep_state_where_it_survives() -> None:
     # spools hold records Kafka has not acknowledged: state, never a cache
     assert svc["jobstream-edge-slurm@.service"]["StateDirectory"] == "jobstream/edge-slurm-%i"
     assert svc["jobstream-edge-flux@.service"]["StateDirectory"] == "jobstream/edge-flux-%i"
+    node = svc["jobstream-edge-node@.service"]
+    assert node["StateDirectory"] == "jobstream/edge-node-%i"
+    assert "JOBSTREAM_EDGE__SPOOL_DIR=/var/lib/jobstream/edge-node-%i" in node["Environment"]
     assert svc["jobstream-worker@.service"]["CacheDirectory"] == "jobstream/worker-%i"
     # the sink's crash guard, where the unit may write
     sink = svc["jobstream-sink@.service"]
@@ -62,10 +66,33 @@ def test_units_keep_state_where_it_survives() -> None:
     assert int(svc["jobstream-worker@.service"]["TimeoutStopSec"].rstrip("s")) > 60
 
 
+def test_the_node_edge_is_root_bounded_to_reading_processes_and_writes_its_spool_only(
+        ) -> None:
+    """Root for every user's /proc and cgroup files, with only the two capabilities that
+    reading needs: no capability to write what it does not own, change owners, kill."""
+    unit = next(u for u in shipped_units() if u.name == "jobstream-edge-node@.service")
+    svc = _service(unit)
+    assert svc["User"] == "root"
+    wanted = {"CAP_DAC_READ_SEARCH", "CAP_SYS_PTRACE"}
+    assert set(svc["CapabilityBoundingSet"].split()) == wanted
+    assert set(svc["AmbientCapabilities"].split()) == wanted
+    assert svc["ProtectSystem"] == "strict" and svc["ProtectHome"] == "read-only"
+    # the only place it may write: its StateDirectory (no ReadWritePaths of its own)
+    assert "ReadWritePaths" not in svc and svc["StateDirectory"] == "jobstream/edge-node-%i"
+    # NVML's devices only, and a file per process read each interval
+    assert svc["DevicePolicy"] == "closed" and svc["DeviceAllow"] == "char-nvidia* rw"
+    assert int(svc["LimitNOFILE"]) >= 20_000
+    # render leaves root alone: no --user names it
+    rendered = _service(render(unit, executable="/opt/js/bin/jobstream", users=USERS))
+    assert rendered["User"] == "root"
+    assert rendered["ExecStart"] == "/opt/js/bin/jobstream edge node"
+
+
 def test_render_sets_exec_start_and_users() -> None:
     rendered = {u.name: render(u, executable="/opt/js/bin/jobstream", users=USERS)
                 for u in shipped_units()}
     expect = {"jobstream-edge-flux@.service": ("fluxown", "edge flux"),
+              "jobstream-edge-node@.service": ("root", "edge node"),
               "jobstream-edge-slurm@.service": ("slurmadm", "edge slurm"),
               "jobstream-sink@.service": ("svc-js", "sink"),
               "jobstream-worker@.service": ("svc-js", "worker")}
@@ -122,6 +149,7 @@ def test_cli_install_units_prints_next_steps(tmp_path: Path) -> None:
     assert "User=svc-js" in (tmp_path / "jobstream-worker@.service").read_text()
     assert "systemctl daemon-reload" in result.output
     assert "systemctl enable --now jobstream-worker@tioga.service" in result.output
+    assert "systemctl enable --now jobstream-edge-node@tioga.service" in result.output
 
 
 def test_cli_dry_run_lists_every_unit(tmp_path: Path) -> None:

@@ -235,3 +235,15 @@ def test_the_event_document_carries_its_series_point() -> None:
     action = Converter().event(ev.to_dict())
     assert action.source["usage"] == {"node": "n1", "cpu_now_pct": 150.0, "cpu_s": 60.0,
                                       "mem_mb": 1024.0, "mem_pct": 25.0, "gpu_now_pct": 50.0}
+
+
+def test_the_series_thinned_keeps_one_point_per_stretch() -> None:
+    from pipeline.fold.usage import keeps_point
+
+    kept = [i for i in range(1, 41)
+            if keeps_point({"sampled_at": T0 + 30 * i, "interval_s": 30.0}, 300.0)]
+    # one in ten 30 s samples, at the first sample of each 5-minute stretch
+    assert len(kept) == 4
+    assert all(keeps_point({"sampled_at": T0 + 30 * i, "interval_s": 30.0}, 0.0)
+               for i in range(5))
+    assert keeps_point({"sampled_at": T0, "interval_s": None}, 300.0)  # a first sample

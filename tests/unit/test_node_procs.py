@@ -31,7 +31,9 @@ MiB = 1 << 20
 
 
 def busy(seconds: float) -> str:
-    return f"import time\nt = time.time()\nwhile time.time() - t < {seconds}: pass\n"
+    """A task that uses ``seconds`` of CPU (not of wall time: on a loaded machine it takes
+    longer, and uses as much)."""
+    return f"import time\nwhile time.process_time() < {seconds}: pass\n"
 
 
 SLEEP = "import time\ntime.sleep(60)\n"
@@ -191,9 +193,11 @@ def test_the_cpu_of_a_task_that_ended_stays_with_its_job(
     wait_until_running(worker, sleeper)
     root = link_proc(tmp_path / "proc", worker.pid, sleeper.pid)
     reader = ProcReader(root)
-    time.sleep(0.5)
-    before = sample_of(reader.sample(), sid)
-    worker.wait(timeout=10)
+    deadline = time.monotonic() + 10.0
+    while (before := sample_of(reader.sample(), sid)).cpu_usage_s <= 0.4:
+        assert time.monotonic() < deadline, "the busy task got no CPU in 10 s"
+        time.sleep(0.1)
+    worker.wait(timeout=30)
     after = sample_of(reader.sample(), sid)
     assert before.processes == 2 and after.processes == 1
     assert before.cpu_usage_s > 0.4
@@ -282,3 +286,70 @@ def test_job_ids_are_written_as_the_scheduler_writes_them() -> None:
                            ("flux", "not-an-id")):
         with pytest.raises(ValueError):
             parse_job_id(scheduler, raw)  # type: ignore[arg-type]
+
+
+def start_wall(pid: int) -> float:
+    """The wall time process ``pid`` started, from the kernel's boot time and its stat."""
+    btime = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                 if line.startswith("btime "))
+    return btime + parse_stat(Path(f"/proc/{pid}/stat").read_bytes()).start / HZ
+
+
+def test_the_epoch_is_the_start_of_the_earliest_process_and_a_new_job_life_a_new_one(
+        children: Children, tmp_path: Path) -> None:
+    sid = slurm_id()
+    first = children.start(SLEEP, SLURM_JOB_ID=sid)
+    time.sleep(0.05)
+    second = children.start(SLEEP, SLURM_JOB_ID=sid)
+    wait_until_running(first, second)
+    root = link_proc(tmp_path / "proc", first.pid, second.pid)
+    reader = ProcReader(root)  # no stat under this root: btime from the clocks
+    epoch = sample_of(reader.sample(), sid).epoch
+    assert epoch.startswith("p") and epoch == f"p{float(epoch[1:]):.2f}"
+    assert abs(float(epoch[1:]) - start_wall(first.pid)) <= 1.01  # btime is whole seconds
+    # under /proc itself: its btime, exactly
+    assert sample_of(ProcReader().sample(), sid).epoch == f"p{start_wall(first.pid):.2f}"
+    first.kill()
+    first.wait(timeout=10)
+    assert sample_of(reader.sample(), sid).epoch == epoch  # the job goes on: its epoch too
+    second.kill()
+    second.wait(timeout=10)
+    assert [type(r) for r in reader.sample()] == [JobGone]
+    third = children.start(SLEEP, SLURM_JOB_ID=sid)  # the job requeued on this node
+    wait_until_running(third)
+    link_proc(root, third.pid)
+    renewed = sample_of(reader.sample(), sid).epoch
+    assert renewed != epoch and abs(float(renewed[1:]) - start_wall(third.pid)) <= 1.01
+    assert float(renewed[1:]) - float(epoch[1:]) > 0.1
+
+
+def vm_rss(pid: int) -> int:
+    return next(int(line.split()[1]) * 1024 for line in
+                Path(f"/proc/{pid}/status").read_text().splitlines()
+                if line.startswith("VmRSS:"))
+
+
+def test_stat_files_stay_open_between_scans_and_close_with_their_processes(
+        children: Children, tmp_path: Path) -> None:
+    """Each process's ``stat`` is read again through the file kept open; its resident set
+    is ``status``'s ``VmRSS``, from the same line; past the files it may keep, the reader
+    opens the others at each read."""
+    sid = slurm_id()
+    a, b = children.start(SLEEP, SLURM_JOB_ID=sid), children.start(SLEEP, SLURM_JOB_ID=sid)
+    wait_until_running(a, b)
+    root = link_proc(tmp_path / "proc", a.pid, b.pid)
+    reader = ProcReader(root)
+    first = sample_of(reader.sample(), sid)
+    assert reader.stats.stat_files_open == 2
+    assert abs(first.mem_current_bytes - (vm_rss(a.pid) + vm_rss(b.pid))) <= 256 * 1024
+    assert sample_of(reader.sample(), sid).processes == 2
+    a.kill()
+    a.wait(timeout=10)
+    (root / str(a.pid)).unlink()  # as /proc lists it no more
+    assert sample_of(reader.sample(), sid).processes == 1
+    assert reader.stats.stat_files_open == 1
+    few = ProcReader(root)
+    few._stat.max_open = 0  # a process whose RLIMIT_NOFILE is spent
+    assert sample_of(few.sample(), sid).processes == 1 and few.stats.stat_files_open == 0
+    reader.close()
+    assert sample_of(reader.sample(), sid).processes == 1  # opened anew

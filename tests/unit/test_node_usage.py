@@ -15,7 +15,8 @@ def sample(cpu_s: float, at: float, job_id: str = "4242") -> JobSample:
     return JobSample(scheduler="slurm", job_id=job_id, source="cgroup-v1", sampled_at=at,
                      cpu_usage_s=cpu_s, cpu_user_s=cpu_s, cpu_system_s=0.0,
                      mem_current_bytes=0, mem_peak_bytes=None, mem_rss_bytes=None,
-                     mem_file_bytes=None, mem_limit_bytes=None, processes=1)
+                     mem_file_bytes=None, mem_limit_bytes=None, processes=1,
+                     epoch="cg4026531841")
 
 
 # CPU counters in 1/1024 s steps: dyadic values add and subtract exactly, so that "the

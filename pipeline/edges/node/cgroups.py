@@ -36,7 +36,8 @@ directory's own ``rss`` is about nothing, its tasks live in the step directories
 ``cpu.stat`` (``usage_usec``, ``user_usec``, ``system_usec``), ``memory.current``,
 ``memory.peak`` where the kernel has it (5.19 and later), ``memory.stat`` (``anon``,
 ``file``), ``memory.max`` (``max`` becomes None). The processes are counted from every
-``cgroup.procs`` of the job's subtree.
+``cgroup.procs`` of the job's subtree. The counter's epoch is the inode of the directory
+the CPU is read from (:func:`cgroup_epoch`).
 
 A job that ends while it is read (a directory or file vanishes) is reported
 :class:`~.usage.JobGone`; content that does not parse, a file missing from a directory that
@@ -67,6 +68,7 @@ __all__ = [
     "CgroupReader",
     "CgroupRoots",
     "JobCgroup",
+    "cgroup_epoch",
     "discover",
     "parse_int",
     "parse_keyed",
@@ -93,14 +95,18 @@ _VANISHED = {errno.ENOENT, errno.ENODEV, errno.ESRCH}
 class CgroupRoots:
     """Where to look. ``mount`` is Slurm's ``CgroupMountpoint``; the v1 controllers are
     directories under it. ``v2_mount`` is the cgroup2 root, by default ``mount`` itself when
-    it is one (a hybrid system's ``unified`` tree carries no controllers)."""
+    it is one (a hybrid system's ``unified`` tree carries no controllers).
+
+    ``slurm_prefix`` and ``slurm_scope`` None (the default) find both namings of Slurm's:
+    ``slurm`` and ``slurmstepd.scope``, and, where Slurm was built for multiple slurmd (as
+    Debian's slurm-wlm is), ``slurm_<NodeName>`` and ``<NodeName>_slurmstepd.scope``."""
 
     mount: Path = Path("/sys/fs/cgroup")
     v1_cpuacct: str = "cpuacct"
     v1_memory: str = "memory"
-    slurm_prefix: str = "slurm"
+    slurm_prefix: str | None = None
     v2_mount: Path | None = None
-    slurm_scope: str = "system.slice/slurmstepd.scope"
+    slurm_scope: str | None = None
     flux_slices: tuple[str, ...] = ("user.slice", "system.slice")
 
     def v2_root(self) -> Path | None:
@@ -216,8 +222,17 @@ def _count_processes(top: Path) -> int:
     return count
 
 
+def cgroup_epoch(cpu_dir: Path) -> str:
+    """The epoch of a job's CPU counter: ``cg`` and the inode of the directory it is read
+    from. kernfs numbers the inodes of the directories it makes anew (64-bit, with a
+    generation, since Linux 5.5), so a cgroup removed and made again under the same name,
+    a requeued job's, has another. OSError when the directory is gone."""
+    return f"cg{os.stat(cpu_dir).st_ino}"
+
+
 def _read_v1(job: JobCgroup, sampled_at: float) -> JobSample:
     cpu, mem = job.cpu_dir, job.memory_dir
+    epoch = cgroup_epoch(cpu)  # first: what is read after is of this directory or a newer one
     ticks = _parsed(cpu / "cpuacct.stat", parse_keyed)
     stat = _parsed(mem / "memory.stat", parse_keyed)
     limit = _parsed(mem / "memory.limit_in_bytes", parse_int)
@@ -232,11 +247,13 @@ def _read_v1(job: JobCgroup, sampled_at: float) -> JobSample:
         mem_file_bytes=stat.get("total_cache", stat.get("cache")),
         mem_limit_bytes=None if limit >= _V1_UNLIMITED else limit,
         processes=_count_processes(cpu),
+        epoch=epoch,
     )
 
 
 def _read_v2(job: JobCgroup, sampled_at: float) -> JobSample:
     d = job.cpu_dir
+    epoch = cgroup_epoch(d)
     usage, user, system = read_cpu_stat(d)
     peak = _optional(d / "memory.peak", parse_int)
     stat = _parsed(d / "memory.stat", parse_keyed)
@@ -249,6 +266,7 @@ def _read_v2(job: JobCgroup, sampled_at: float) -> JobSample:
         mem_file_bytes=stat.get("file"),
         mem_limit_bytes=_parsed(d / "memory.max", parse_max),
         processes=_count_processes(d),
+        epoch=epoch,
     )
 
 
@@ -313,7 +331,9 @@ def discover(roots: CgroupRoots | None = None) -> list[JobCgroup | SampleError]:
     roots = roots or CgroupRoots()
     found: list[JobCgroup | SampleError] = []
     cpuacct, memory = roots.mount / roots.v1_cpuacct, roots.mount / roots.v1_memory
-    for uid_dir in _subdirs(cpuacct / roots.slurm_prefix):
+    prefixes = [cpuacct / roots.slurm_prefix] if roots.slurm_prefix is not None else [
+        d for d in _subdirs(cpuacct) if d.name == "slurm" or d.name.startswith("slurm_")]
+    for uid_dir in (u for prefix in prefixes for u in _subdirs(prefix)):
         if uid_dir.name.startswith("uid_"):
             for job_dir in _subdirs(uid_dir):
                 mem = memory / job_dir.relative_to(cpuacct)
@@ -326,7 +346,11 @@ def discover(roots: CgroupRoots | None = None) -> list[JobCgroup | SampleError]:
                 found.append(_flux_job(unit, "cgroup-v1", mem))
     v2 = roots.v2_root()
     if v2 is not None:
-        for job_dir in _subdirs(v2 / roots.slurm_scope):
+        slice_dir = v2 / "system.slice"
+        scopes = [v2 / roots.slurm_scope] if roots.slurm_scope is not None else [
+            d for d in _subdirs(slice_dir)
+            if d.name == "slurmstepd.scope" or d.name.endswith("_slurmstepd.scope")]
+        for job_dir in (j for scope in scopes for j in _subdirs(scope)):
             if job_dir.name.startswith("job_"):
                 found.append(_slurm_job(job_dir.name, "cgroup-v2", job_dir, job_dir))
         for slice_ in roots.flux_slices:

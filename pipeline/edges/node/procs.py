@@ -18,10 +18,15 @@ time has its ``environ`` read once, the job found there cached under (pid, start
 A process found in no job is read again if its command name changed: slurmstepd and
 flux-shell fork, set the task's environment and exec, and a process read between the
 fork and the exec still had its parent's environment (kernel threads, which rename
-themselves, have none and are not read again). ``status`` (``VmRSS``) is read only for the
-processes of jobs; cache entries of pids that are gone are forgotten. The per-interval
-work at 10,000 processes is thus 10,000 reads of ``stat``, and ``environ`` only for the
-processes that are new.
+themselves, have none and are not read again). The resident set is ``stat``'s too (field
+24, in pages: what ``status`` shows as ``VmRSS``); cache entries of pids that are gone are
+forgotten. The per-interval work at 10,000 processes is thus 10,000 reads of ``stat``, and
+``environ`` only for the processes that are new. Each ``stat`` stays open between
+intervals and is read again with ``pread`` (:class:`_StatFiles`), which spares the kernel
+a path walk and the reader an open and a close per process and interval; a kept file of a
+process that ended reads ESRCH, never another process's figures, even when its pid is
+reused. At most half the soft ``RLIMIT_NOFILE`` are kept open (the systemd unit raises it);
+past that, the others are opened at each read.
 
 A job's CPU is the CPU of its live processes plus the last CPU seen of those that ended
 while it ran, so that its counter does not go backwards each time a task exits (which
@@ -34,14 +39,25 @@ kernel walking every mapping of every process.
 Processes that vanish mid-read and environments that cannot be read (another user's
 process when not root) are skipped and counted in :attr:`ProcReader.stats`; a job id that
 does not parse is one :class:`~.usage.SampleError`, when the process is first seen.
+
+A job's counter epoch is ``p`` and the wall time its earliest process started, of those
+found in the scan that first found the job: the boot time (``btime`` of ``/proc/stat``)
+plus that process's start (ticks since boot), with 2 decimals. It stays the job's until
+the job is gone from this node; a requeued job's new processes, found after that, give a
+new one. It does not move when a process that started earlier turns up later (one read
+before its exec): a moving epoch would split one counter in two. The boot time is read
+once; under a ``proc_root`` without a ``stat`` (a test's directory of links) it is the
+wall clock less ``CLOCK_BOOTTIME`` in whole seconds, as the kernel gives ``btime``: the
+same second but at its edges and after the clock was stepped.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import resource
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -49,9 +65,10 @@ from typing import NamedTuple
 from pipeline.core.fluid import decode_jobid, f58_encode
 from pipeline.edges.node.usage import JobGone, JobSample, Reading, SampleError, Scheduler
 
-__all__ = ["ProcReader", "ProcStats", "Stat", "parse_job_id", "parse_stat"]
+__all__ = ["ProcReader", "ProcStats", "Stat", "boot_time", "parse_job_id", "parse_stat"]
 
 _USER_HZ = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 _VARIABLE: dict[Scheduler, bytes] = {"slurm": b"SLURM_JOB_ID=", "flux": b"FLUX_JOB_ID="}
 _SLURM_ID = re.compile(r"[0-9]+")
 
@@ -59,21 +76,23 @@ JobKey = tuple[Scheduler, str]
 
 
 class Stat(NamedTuple):
-    """What the reader takes of ``/proc/<pid>/stat``; times in clock ticks."""
+    """What the reader takes of ``/proc/<pid>/stat``; times in clock ticks, the resident
+    set in pages."""
 
     comm: bytes
     utime: int
     stime: int
     start: int
+    rss: int = 0
 
 
 def parse_stat(text: bytes) -> Stat:
-    """``/proc/<pid>/stat`` -> its command name, utime, stime and start time."""
+    """``/proc/<pid>/stat`` -> its command name, utime, stime, start time and rss."""
     try:
         close = text.rindex(b")")
-        rest = text[close + 2:].split()
+        rest = text[close + 2:].split(None, 22)  # fields 3 to 24, and the rest in one
         return Stat(text[text.index(b"(") + 1:close], int(rest[11]), int(rest[12]),
-                    int(rest[19]))
+                    int(rest[19]), int(rest[21]))
     except (ValueError, IndexError):
         raise ValueError(f"not a /proc/<pid>/stat line: {text[:80]!r}") from None
 
@@ -91,6 +110,19 @@ def parse_job_id(scheduler: Scheduler, raw: str) -> str:
         raise ValueError(f"FLUX_JOB_ID={raw!r}: {e}") from None
 
 
+def boot_time(proc_root: str = "/proc") -> float:
+    """The wall time the system booted, in whole seconds: ``btime`` of
+    ``<proc_root>/stat``, else the wall clock less the time since boot."""
+    try:
+        with open(f"{proc_root}/stat", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"btime "):
+                    return float(int(line.split()[1]))
+    except (OSError, ValueError, IndexError):
+        pass
+    return float(int(time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)))  # as btime: s
+
+
 def _read(path: str) -> bytes:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -102,9 +134,56 @@ def _read(path: str) -> bytes:
         os.close(fd)
 
 
+class _StatFiles:
+    """The ``stat`` file of each process, kept open from one scan to the next."""
+
+    #: more than any ``stat`` line (52 numbers and a 16-byte name)
+    SIZE = 4096
+
+    def __init__(self, proc_root: str) -> None:
+        self.proc_root = proc_root
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        self.max_open = max(0, soft // 2) if soft != resource.RLIM_INFINITY else 1 << 20
+        self._fds: dict[str, int] = {}
+
+    def read(self, pid: str) -> bytes:
+        """The process's ``stat`` now; OSError when it is gone."""
+        fd = self._fds.get(pid)
+        if fd is not None:
+            try:
+                return os.pread(fd, self.SIZE, 0)
+            except OSError:  # that process ended; the pid may be another's now
+                del self._fds[pid]
+                os.close(fd)
+        fd = os.open(f"{self.proc_root}/{pid}/stat", os.O_RDONLY)
+        try:
+            text = os.pread(fd, self.SIZE, 0)
+        except OSError:
+            os.close(fd)
+            raise
+        if len(self._fds) < self.max_open:
+            self._fds[pid] = fd
+        else:
+            os.close(fd)
+        return text
+
+    def keep_only(self, pids: Iterable[str]) -> None:
+        """Close the files of the pids not in ``pids`` (those of the last scan)."""
+        live = set(pids)
+        for pid in [p for p in self._fds if p not in live]:
+            os.close(self._fds.pop(pid))
+
+    @property
+    def open(self) -> int:
+        return len(self._fds)
+
+    def close(self) -> None:
+        self.keep_only(())
+
+
 def _kib_line(text: bytes, key: bytes) -> int:
-    """The ``<key> <n> kB`` line of ``status`` or ``smaps_rollup``, in bytes (0 if none:
-    kernel threads and zombies have no memory lines)."""
+    """The ``<key> <n> kB`` line of ``smaps_rollup``, in bytes (0 if none: kernel threads
+    and zombies have no memory lines)."""
     at = text.find(b"\n" + key)
     if at < 0:
         return 0
@@ -119,6 +198,8 @@ class ProcStats:
     scans: int = 0
     processes: int = 0
     cached: int = 0
+    #: ``stat`` files kept open for the next scan
+    stat_files_open: int = 0
     new_processes: int = 0
     environ_reads: int = 0
     environ_rereads: int = 0
@@ -143,6 +224,8 @@ class _Usage:
     system_s: float = 0.0
     memory: int = 0
     processes: int = 0
+    #: the earliest start (ticks since boot) of the job's processes in this scan
+    first_start: int = -1
 
 
 class ProcReader:
@@ -160,6 +243,32 @@ class ProcReader:
         self._processes: dict[str, _Process] = {}
         self._retired: dict[JobKey, tuple[float, float]] = {}
         self._active: set[JobKey] = set()
+        self._epochs: dict[JobKey, str] = {}
+        self._stat = _StatFiles(self.proc_root)
+        self._btime: float | None = None
+
+    def close(self) -> None:
+        """Close the ``stat`` files kept open (a reader goes on after it, opening anew)."""
+        self._stat.close()
+
+    def __del__(self) -> None:
+        stat = getattr(self, "_stat", None)
+        if stat is not None:
+            stat.close()
+
+    def job_of(self, pid: int) -> JobKey | None:
+        """The job of process ``pid`` as the last :meth:`sample` found it (None: in no job,
+        or not seen)."""
+        process = self._processes.get(str(pid))
+        return process.job if process is not None else None
+
+    def _epoch(self, key: JobKey, first_start: int) -> str:
+        epoch = self._epochs.get(key)
+        if epoch is None:
+            if self._btime is None:
+                self._btime = boot_time(self.proc_root)
+            epoch = self._epochs[key] = f"p{self._btime + first_start / _USER_HZ:.2f}"
+        return epoch
 
     def _identify(self, pid: str, stat: Stat, readings: list[Reading]) -> _Process:
         """The process as its environment says, an unparsable job id appended to
@@ -191,11 +300,11 @@ class ProcReader:
             return _Process(stat.start, stat.comm, job, settled=True)
         return _Process(stat.start, stat.comm, None, settled=False)
 
-    def _memory(self, pid: str) -> int:
+    def _memory(self, pid: str, stat: Stat) -> int:
+        if not self.use_pss:
+            return stat.rss * _PAGE
         try:
-            if self.use_pss:
-                return _kib_line(_read(f"{self.proc_root}/{pid}/smaps_rollup"), b"Pss:")
-            return _kib_line(_read(f"{self.proc_root}/{pid}/status"), b"VmRSS:")
+            return _kib_line(_read(f"{self.proc_root}/{pid}/smaps_rollup"), b"Pss:")
         except (OSError, ValueError):
             return 0  # gone since its stat was read: its CPU still counts, its memory is freed
 
@@ -213,13 +322,14 @@ class ProcReader:
         readings: list[Reading] = []
         usage: dict[JobKey, _Usage] = {}
         live: dict[str, _Process] = {}
+        read, known = self._stat.read, self._processes.get  # bound once: 10,000 a scan
         for pid in pids:
             try:
-                stat = parse_stat(_read(f"{self.proc_root}/{pid}/stat"))
+                stat = parse_stat(read(pid))
             except (OSError, ValueError):
                 self.stats.vanished += 1
                 continue
-            process = self._processes.get(pid)
+            process = known(pid)
             if process is None or process.start != stat.start:
                 if process is not None:  # the pid was reused: the old process ended
                     self._retire(process)
@@ -234,13 +344,17 @@ class ProcReader:
                 u = usage.setdefault(process.job, _Usage())
                 u.user_s += process.user_s
                 u.system_s += process.system_s
-                u.memory += self._memory(pid)
+                u.memory += self._memory(pid, stat)
                 u.processes += 1
+                if u.first_start < 0 or process.start < u.first_start:
+                    u.first_start = process.start
         for pid, process in self._processes.items():
             if pid not in live:
                 self._retire(process)
         self._processes = live
+        self._stat.keep_only(live)
         self.stats.cached = len(live)
+        self.stats.stat_files_open = self._stat.open
         for (scheduler, job_id), u in usage.items():
             user, system = self._retired.get((scheduler, job_id), (0.0, 0.0))
             user, system = user + u.user_s, system + u.system_s
@@ -248,10 +362,12 @@ class ProcReader:
                 scheduler=scheduler, job_id=job_id, source="procs", sampled_at=now,
                 cpu_usage_s=user + system, cpu_user_s=user, cpu_system_s=system,
                 mem_current_bytes=u.memory, mem_peak_bytes=None, mem_rss_bytes=u.memory,
-                mem_file_bytes=None, mem_limit_bytes=None, processes=u.processes))
+                mem_file_bytes=None, mem_limit_bytes=None, processes=u.processes,
+                epoch=self._epoch((scheduler, job_id), u.first_start)))
         for scheduler, job_id in self._active - usage.keys():
             readings.append(JobGone(scheduler, job_id, "procs", now,
                                     "no process of the job left on this node"))
         self._active = set(usage)
         self._retired = {k: v for k, v in self._retired.items() if k in self._active}
+        self._epochs = {k: v for k, v in self._epochs.items() if k in self._active}
         return readings

@@ -50,6 +50,14 @@ class JobSample:
     resident sets (procs); ``mem_rss_bytes`` its anonymous part (``total_rss`` in v1,
     ``anon`` in v2) and ``mem_file_bytes`` its page cache, where the source tells them
     apart. ``mem_limit_bytes`` is None when there is no limit (never the kernel's 2**63).
+
+    ``epoch`` names the counter ``cpu_usage_s`` belongs to, so that a consumer can tell a
+    counter that began again from one that went on: ``cg<inode>`` of the cgroup directory
+    the CPU is read from (kernfs gives a re-created cgroup a new inode), ``p<start>`` for
+    the process path (the wall start, 2 decimals, of the earliest process of the job the
+    reader saw when it first found the job). Within one epoch of one reader the counter
+    does not go back, except when the kernel's own counter is reset (a write of 0 to
+    ``cpuacct.usage``), which the sampler turns into an epoch of its own.
     """
 
     scheduler: Scheduler
@@ -65,6 +73,7 @@ class JobSample:
     mem_file_bytes: int | None
     mem_limit_bytes: int | None
     processes: int
+    epoch: str
 
 
 @dataclass(frozen=True)
