@@ -45,6 +45,8 @@ CANONICAL_EVENTS: frozenset[str] = frozenset(
         "dependency-add", "dependency-remove", "set-flags", "flux-restart",
         # Slurm only ("reason": squeue/sacct saw the pending job wait for a state_reason)
         "eligible", "requeue", "preempt", "end", "reason",
+        # node samples of a running job (pipeline.parsers.node_usage)
+        "usage",
     }
 )
 

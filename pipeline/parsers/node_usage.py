@@ -16,7 +16,8 @@ fold folds apart from the job's other events (:mod:`pipeline.fold.usage`); it st
 facts. The id of the event is the sample's identity (node, counter, edge run, time), so a
 copy sent twice by the spool is one event.
 
-Refused (:class:`~pipeline.runtime.errors.ParseError`): not a JSON object (``bad-json``),
+Refused (:class:`~pipeline.runtime.errors.ParseError`): not JSON (``invalid-json``), not
+an object (``bad-type``),
 a field missing (``missing-field``), a job id that does not parse (``bad-job-id``), a
 scheduler other than Flux or Slurm (``unknown-scheduler``), a counter that is negative,
 not finite or of the wrong type (``bad-value``).
@@ -111,9 +112,9 @@ def parse_node_usage(payload: bytes, *, cluster: str, received_at: float | None 
     try:
         sample = json.loads(payload)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ParseError("bad-json", f"node-usage record is not JSON: {exc}") from None
+        raise ParseError("invalid-json", f"node-usage record is not JSON: {exc}") from None
     if not isinstance(sample, dict):
-        raise ParseError("bad-json", "node-usage record is not a JSON object")
+        raise ParseError("bad-type", "node-usage record is not a JSON object")
     version = sample.get("v", 1)
     if version not in _VERSIONS:
         raise ParseError("bad-value", f"node-usage payload version {version!r}; this "

@@ -57,7 +57,15 @@ def _payload(name: str) -> bytes:
 
 
 def record(fmt: str, payload: bytes, cluster: str = "bad") -> RawRecord:
-    return RawRecord(cluster=cluster, scheduler=FORMATS[fmt][0],  # type: ignore[arg-type]
+    # a format of either scheduler (node-usage): its payload's, else slurm's
+    scheduler = FORMATS[fmt][0]
+    if scheduler is None:
+        try:
+            scheduler = json.loads(payload).get("scheduler")
+        except (ValueError, AttributeError):
+            scheduler = None
+        scheduler = scheduler if scheduler in ("flux", "slurm") else "slurm"
+    return RawRecord(cluster=cluster, scheduler=scheduler,  # type: ignore[arg-type]
                      format=fmt, received_at=RECEIVED, payload=payload)
 
 

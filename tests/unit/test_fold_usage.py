@@ -211,8 +211,8 @@ def test_flux_ids_key_the_job_as_the_journal_does() -> None:
 
 
 @pytest.mark.parametrize(("record", "reason"), [
-    (b"not json", "bad-json"),
-    (b"[1]", "bad-json"),
+    (b"not json", "invalid-json"),
+    (b"[1]", "bad-type"),
     (sample(1, 1.0, job_id="12x"), "bad-job-id"),
     (sample(1, 1.0, scheduler="flux", job_id="ƒ!!"), "bad-job-id"),
     (sample(1, 1.0, scheduler="pbs"), "unknown-scheduler"),

@@ -93,6 +93,19 @@ def single_object(body: bytes) -> bytes:
                                           "payload": b"{}", "key": None})[:10] + body
 
 
+def usage_sample(**fields: object) -> bytes:
+    """A node-usage payload (pipeline.parsers.node_usage), ``fields`` changed."""
+    sample: dict[str, object] = {
+        "v": 1, "scheduler": "slurm", "job_id": "4500", "node": "n1", "reader": "cgroup-v1",
+        "sampled_at": T, "epoch": "cg1", "run": "r1", "cpu_s": 12.5, "cpu_user_s": 12.0,
+        "cpu_system_s": 0.5, "interval_s": 30.0, "cpu_interval_s": 6.25,
+        "mem_bytes": 2**20, "mem_peak_bytes": 2**21, "mem_rss_bytes": 2**20,
+        "mem_file_bytes": 0, "mem_limit_bytes": 2**30, "processes": 2, "gpus": [],
+        "gpu_busy_s": 0.0, "gpu_s": 0.0, "gpu_idle_since": None, "final": False,
+        "reason": None}
+    return dumps({**sample, **fields})
+
+
 def corpus() -> dict[str, bytes]:
     good_body = raw_value("bad", "flux", "flux-journal", journal(4201, submit()))
     files: dict[str, bytes] = {
@@ -162,6 +175,16 @@ def corpus() -> dict[str, bytes]:
         "slurm-squeue-jobs-not-a-list.json": dumps({"meta": {}, "errors": [], "jobs": 5}),
         "slurm-sacct-truncated.json": b'{"meta": {"plugin": {"type": "openapi/v0.0.38"}}, '
                                       b'"jobs": [{"job_id": 4401, "state": {"cur',
+        # -- node-usage samples (jobstream edge node)
+        "node-usage-bad-jobid.json": usage_sample(job_id="42.batch"),
+        "node-usage-bad-flux-jobid.json": usage_sample(scheduler="flux", job_id="ƒ0OIl"),
+        "node-usage-negative-counter.json": usage_sample(cpu_s=-3.5),
+        "node-usage-unknown-scheduler.json": usage_sample(scheduler="pbs"),
+        "node-usage-not-an-object.json": b'["node-usage", 4501]',
+        # accepted on purpose: a job never seen, and a sample whose clock stepped back
+        "node-usage-unknown-job.json": usage_sample(job_id="4502"),
+        "node-usage-clock-back.json": usage_sample(job_id="4503", sampled_at=T - 3600.0,
+                                                   interval_s=None, cpu_interval_s=None),
         # -- whole raw-topic values
         "raw-unknown-schema-id.bin": b"\x00" + struct.pack(">I", 4242) + good_body,
         "raw-unknown-fingerprint.bin": b"\xc3\x01" + bytes(range(8)) + good_body,
