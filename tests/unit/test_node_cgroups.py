@@ -179,15 +179,25 @@ def test_discovery_finds_the_job_tree_slurm_makes(tree: Tree) -> None:
     assert discover(roots) == [job]
 
 
+def waited_s(pid: int) -> float:
+    """Seconds the process has waited on a run queue (``/proc/<pid>/schedstat``'s second
+    field, in nanoseconds)."""
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+
+
 def test_a_busy_process_uses_about_one_core_and_cpuacct_agrees_with_proc(tree: Tree) -> None:
     _, job = slurm_job(tree)
     child = tree.start(BUSY, job.cpu_dir, job.memory_dir)
     time.sleep(0.2)
     before, proc_before, t0 = read(job), proc_cpu_s(child.pid), time.monotonic()
+    wait_before = waited_s(child.pid)
     time.sleep(1.5)
     after, proc_after, elapsed = read(job), proc_cpu_s(child.pid), time.monotonic() - t0
     used = after.cpu_usage_s - before.cpu_usage_s
-    assert used > 0.5 * elapsed, (used, elapsed)  # two shared cores: generous
+    # a core for all the time it could run: what it waited for a CPU other work held is
+    # not its to use (the machine's other tests share its two cores)
+    runnable = elapsed - (waited_s(child.pid) - wait_before)
+    assert used > 0.8 * runnable, (used, elapsed, runnable)
     assert used <= elapsed * 1.05 + 0.05
     # /proc's ticks (1/HZ s) against cpuacct's nanoseconds, for the same process
     assert abs(used - (proc_after - proc_before)) <= 0.1 + 0.05 * used
