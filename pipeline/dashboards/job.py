@@ -1,4 +1,5 @@
-"""The per-job drill-down: one job's document and the timeline of its events.
+"""The per-job drill-down: one job's document, its usage over time and the timeline of its
+events.
 
 Opened from the overview's tables with ``var-cluster`` and ``var-job_id`` and the time
 range of the overview; the document is found by its submit time, the events by theirs, so
@@ -10,6 +11,12 @@ Lucene-escapes a textbox value anyway, ``*`` to ``\\*``; unquoted, the check's e
 which does not escape, would read it as a wildcard.) With the cluster at All, an id used
 on several clusters matches one job on each: the document and event panels show all of
 them, Durations the latest submitted.
+
+The usage over time is the job's node samples, one event document each in the events
+index with typed ``usage.*`` figures of one node at one moment (schemas/README.md, "The
+series"): one line per node (``usage.node``), each time bucket's mean (CPU, GPU) or
+largest (memory) of the node's samples in it, so a node's two samples of one bucket never
+add up; the busiest nodes when a job has more than a chart can show.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import Any
 from pipeline.dashboards.builder import (
     Grid,
     dashboard,
+    date_histogram,
     es_target,
     metric,
     panel,
@@ -50,6 +58,41 @@ _NO_JOB = "No job: pick one in the overview's tables or type its id"
 
 _DURATIONS = ("wait_s", "eligible_wait_s", "run_s", "prolog_s", "epilog_s")
 
+#: The node edge samples every 30 s by default (edge.node.interval_s): no time bucket may
+#: be smaller, or some would hold no sample of a node
+USAGE_MIN_INTERVAL = "30s"
+#: Nodes drawn: the busiest of a job on more (one line each)
+USAGE_NODES = 20
+#: (title, usage field, per-bucket metric, unit, what the figure is) of the usage panels
+_USAGE_SERIES = (
+    ("CPU over time", "usage.cpu_now_pct", "avg", "percent",
+     "CPU of the job on each node in its sampling intervals as top shows it (100 % = one "
+     "busy core: CPU seconds over wall seconds), the mean of a time bucket's samples"),
+    ("Memory over time", "usage.mem_mb", "max", "mbytes",
+     "memory the job holds on each node (its cgroup's charge, else its processes' resident "
+     "sets), the largest of a time bucket's samples"),
+    ("GPU over time", "usage.gpu_now_pct", "avg", "percent",
+     "mean utilization of the job's GPUs on each node (NVML; none without an NVIDIA "
+     "driver), the mean of a time bucket's samples"),
+)
+_USAGE = f"event:usage AND {JOB}"
+
+
+def _usage_panel(title: str, field: str, kind: str, unit: str, what: str) -> dict[str, Any]:
+    """One usage figure of the job over time, one line per node."""
+    return panel("timeseries", title, [
+        es_target(EVENTS, "A", query=_USAGE, alias="{{term usage.node}}",
+                  metrics=[metric(kind, field)],
+                  buckets=[terms("usage.node", size=USAGE_NODES, order_by=0),
+                           date_histogram(EVENTS.time_field)]),
+    ], w=8, h=8, interval=USAGE_MIN_INTERVAL, unit=unit,
+        field_config={"noValue": _NO_JOB, "min": 0},
+        options={"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+                 "tooltip": {"mode": "multi", "sort": "desc"}},
+        description=f"From the node edge's samples of the job ({field}): the {what}; one "
+                    f"line per node (the {USAGE_NODES} highest of a job on more). Empty for "
+                    "a job no node edge sampled.")
+
 
 def build() -> dict[str, Any]:
     grid = Grid()
@@ -74,6 +117,7 @@ def build() -> dict[str, Any]:
                         "(an id on several clusters, with Cluster All: of the latest "
                         "submitted)."),
     )
+    grid.add(*(_usage_panel(*series) for series in _USAGE_SERIES))
     grid.add(
         panel("logs", "Event timeline", [
             es_target(EVENTS, "A", query=JOB, metrics=[metric("logs", limit="500")]),
@@ -112,8 +156,8 @@ def build() -> dict[str, Any]:
     ]
     return dashboard(
         UID, "jobstream: job details",
-        description="One job: its document (state, result, times, sizes) and every event "
-                    "the pipeline recorded for it.",
+        description="One job: its document (state, result, times, sizes), its CPU, memory "
+                    "and GPU over time and every event the pipeline recorded for it.",
         panels=grid.panels, variables=variables, time_from="now-7d", refresh="",
         links=[{"title": "Operations overview", "type": "link", "icon": "dashboard",
                 "url": f"/d/{OVERVIEW_UID}/jobstream-overview", "keepTime": True,

@@ -15,6 +15,10 @@ model has the data:
   two counts or sums; no panel uses an Elasticsearch script. A node-hour weighted mean
   divides the sum of a product the fold stores (``ef_x_nh``, ``cpu_eff_x_nh``,
   ``mem_eff_x_nh``) by the sum of ``node_hours``.
+* Efficiency: of ended jobs, sacct's where Slurm accounts it, else the node edge's
+  samples' (``usage_source``); of running jobs now (the row's last line), their figures
+  so far, which the fold keeps up to date from the samples (``usage_*``,
+  schemas/README.md "Usage while jobs run"), Flux and Slurm alike.
 
 Not shown, because the documents do not carry the data: allocation as a share of capacity
 (no capacity in snapshots) and running cores by bank over time (snapshots have no bank;
@@ -136,8 +140,13 @@ _PENDING_COLUMNS = (("Min t_submit", "t_submit"), ("cluster", "cluster"), ("job_
 
 def _dates(*names: str) -> list[dict[str, Any]]:
     """Overrides showing epoch-millisecond columns (metrics of date fields) as dates."""
+    return _units("dateTimeAsIso", *names)
+
+
+def _units(unit: str, *names: str) -> list[dict[str, Any]]:
+    """Overrides giving table columns ``names`` a unit of their own."""
     return [{"matcher": {"id": "byName", "options": name},
-             "properties": [{"id": "unit", "value": "dateTimeAsIso"}]} for name in names]
+             "properties": [{"id": "unit", "value": unit}]} for name in names]
 
 
 def _queue_panels(grid: Grid) -> None:
@@ -449,6 +458,85 @@ def _usage_panels(grid: Grid) -> None:
     )
 
 
+#: Rows of the jobs near their memory limit (per cluster from Elasticsearch)
+_MEMORY_ROWS = 50
+#: A job within this percent of its memory limit (on its fullest node) is about to hit it
+MEMORY_NEAR_PCT = 90
+#: GPUs idle (every GPU of the job under 5 %, the node edge's line) this many minutes
+#: are wasted: the choices of the "GPUs idle for" variable, and its default
+GPU_IDLE_MINUTES = ("5", "15", "30", "60", "240")
+GPU_IDLE_DEFAULT = "15"
+#: (column as Grafana names it, as shown), in the order shown
+_MEMORY_COLUMNS = (("cluster", "cluster"), ("job_id", "job_id"), ("user", "user"),
+                   ("bank", "bank"), ("Max usage_mem_now_pct", "memory now (% of limit)"),
+                   ("Max usage_mem_mb", "memory now (MiB)"), ("Max nnodes", "nodes"))
+
+
+def _usage_now_panels(grid: Grid) -> None:
+    """The running jobs wasting what they hold now, from their figures so far."""
+    running = f"state:running AND {JOBS}"
+    grid.add(
+        panel("table", f"Running jobs under {WASTE_PCT} % of their cores now, by user and bank", [
+            es_target(JOBS_BY_SUBMIT, "A",
+                      query=f"usage_cpu_now_pct:<{WASTE_PCT} AND {running}",
+                      metrics=[metric("sum", "ncores"), metric("sum", "ngpus"),
+                               metric("count")],
+                      buckets=[terms("bank", size=20, order_by=0, missing="-"),
+                               terms("user", size=20, order_by=0, missing="-")]),
+        ], w=8, h=8, time_from="30d", unit="short",
+            transformations=[{"id": "organize", "options": {"renameByName": {
+                "Sum ncores": "cores held", "Sum ngpus": "GPUs held",
+                "Count": "running jobs"}}}],
+            description=f"Running jobs whose cores were under {WASTE_PCT} % busy in their "
+                        "newest sampling interval (usage_cpu_now_pct: that interval's CPU "
+                        "seconds over its seconds, summed over the job's nodes, as a share "
+                        "of the cores held), with the cores and "
+                        "GPUs they hold, by bank and user, most cores first ('-': no user "
+                        "or bank known). From the node edge's samples, Flux and Slurm; jobs "
+                        "submitted in the last 30 days."),
+        panel("table", "GPU jobs idle for $gpu_idle_min minutes, by user", [
+            es_target(JOBS_BY_SUBMIT, "A",
+                      query=f"usage_gpu_idle_since:<now-${{gpu_idle_min}}m AND {running}",
+                      metrics=[metric("count"), metric("sum", "ngpus"),
+                               metric("min", "usage_gpu_idle_since")],
+                      buckets=[terms("user", size=50, order_by=1, missing="-")]),
+        ], w=8, h=8, time_from="30d", unit="short", overrides=_dates("idle since"),
+            transformations=[{"id": "organize", "options": {"renameByName": {
+                "Count": "running jobs", "Sum ngpus": "GPUs held",
+                "Min usage_gpu_idle_since": "idle since"}}}],
+            description="Running jobs every GPU of which has been under 5 % busy for the "
+                        "last $gpu_idle_min minutes or more "
+                        "(usage_gpu_idle_since, the node edge's: the latest of the nodes'), "
+                        "with the GPUs they hold and since when the first of them idles, "
+                        "per user ('-': no user name). Jobs without GPU data (no NVIDIA "
+                        "driver on the node) never show; jobs submitted in the last 30 days."),
+        panel("table", f"Jobs within {100 - MEMORY_NEAR_PCT} % of their memory limit now", [
+            es_target(JOBS_BY_SUBMIT, "A",
+                      query=f"usage_mem_now_pct:>={MEMORY_NEAR_PCT} AND {running}",
+                      metrics=[metric("max", "usage_mem_now_pct"), metric("max", "usage_mem_mb"),
+                               metric("max", "nnodes")],
+                      buckets=[terms("cluster", size=20, order="asc", order_by="_key"),
+                               terms("job_id", size=_MEMORY_ROWS, order_by=0),
+                               *(terms(name, size=1, missing="-") for name in ("user", "bank"))]),
+        ], w=8, h=8, time_from="30d",
+            overrides=[_job_link(), *_units("percent", "memory now (% of limit)"),
+                       *_units("mbytes", "memory now (MiB)")],
+            transformations=[{"id": "organize", "options": {
+                "renameByName": {column: name for column, name in _MEMORY_COLUMNS
+                                 if column != name},
+                "indexByName": {column: i for i, (column, _) in enumerate(_MEMORY_COLUMNS)}}},
+                {"id": "sortBy", "options": {"sort": [{"field": "memory now (% of limit)",
+                                                       "desc": True}]}}],
+            description="Running jobs whose memory now is at least "
+                        f"{MEMORY_NEAR_PCT} % of their limit on their fullest node "
+                        "(usage_mem_now_pct: the node's cgroup limit, else the job's memory "
+                        "per node), fullest first, with their memory now summed over nodes "
+                        "(usage_mem_mb): the next out-of-memory kills. Jobs whose node "
+                        "edge knows no limit (a process reader on Flux) never show; a job "
+                        "id opens the job's own dashboard."),
+    )
+
+
 #: (document field, its node-hour product, what it is) of the weighted efficiency panels
 _EFFICIENCIES = (("cpu_eff_pct", "cpu_eff_x_nh", "CPU efficiency"),
                  ("mem_max_pct", "mem_eff_x_nh", "Memory efficiency"))
@@ -465,7 +553,8 @@ def _weighted_efficiency(eff: str, product: str, what: str, by: str) -> dict[str
     node_hours) / sum(node_hours) of the jobs that have the efficiency (the others would
     weigh in as 0), two hidden sums and a math expression, as the expansion factor."""
     query = f"_exists_:{eff} AND {JOBS}"
-    buckets = [terms(by, size=10, order_by=0), date_histogram(JOBS_BY_END.time_field)]
+    buckets = [terms(by, size=10, order_by=0, missing="-"),
+               date_histogram(JOBS_BY_END.time_field)]
     return panel("timeseries", f"{what} by {by} (node-hour weighted)", [
         es_target(JOBS_BY_END, "A", query=query, metrics=[metric("sum", product)],
                   buckets=buckets, hide=True),
@@ -477,7 +566,10 @@ def _weighted_efficiency(eff: str, product: str, what: str, by: str) -> dict[str
         description=f"{what} of the jobs ended in each hour, per {by} (top 10 by "
                     f"{product}): each job's {eff} weighted by its node-hours, so a big "
                     "job counts more than a short test. From sacct's steps after the end "
-                    "(Slurm only: Flux states no usage); jobs without it are left out.")
+                    "where Slurm accounts them (usage_source sacct), else from the node "
+                    "edge's samples of the run (usage_source node: Flux jobs, Slurm "
+                    "without accounting); jobs with neither are left out, '-' is jobs "
+                    f"without a {by} name.")
 
 
 def _efficiency_panels(grid: Grid) -> None:
@@ -492,7 +584,7 @@ def _efficiency_panels(grid: Grid) -> None:
                             f"AND {JOBS}",
                       metrics=[metric("count"), metric("sum", "node_hours"),
                                metric("sum", "core_hours")],
-                      buckets=[terms("user", size=50),
+                      buckets=[terms("user", size=50, missing="-"),
                                filters((f"cpu_eff_pct:<{WASTE_PCT}", "CPU"),
                                        (f"mem_max_pct:<{WASTE_PCT}", "memory"))]),
         ], w=12, h=8,
@@ -500,24 +592,28 @@ def _efficiency_panels(grid: Grid) -> None:
                         "the CPU time they were given (cpu_eff_pct) or of their memory per "
                         "node (mem_max_pct), per user, with their node- and core-hours: at "
                         f"least {100 - WASTE_PCT} % of those CPU hours were idle. A job low on "
-                        "both counts in both rows. Slurm jobs with sacct usage only."),
+                        "both counts in both rows. From sacct, else the node edge's samples "
+                        "(Flux and Slurm); '-': jobs without a user name."),
         panel("table", "GPU jobs with idle GPUs, by user", [
             es_target(JOBS_BY_END, "A",
                       query=f"ngpus:>0 AND (gpu_util_pct:<{WASTE_PCT} OR {_NO_GPU_DATA}) "
                             f"AND {JOBS}",
                       metrics=[metric("count"), metric("sum", "gpu_hours")],
-                      buckets=[terms("user", size=50),
+                      buckets=[terms("user", size=50, missing="-"),
                                filters((f"gpu_util_pct:<{WASTE_PCT}",
                                         f"GPUs under {WASTE_PCT} %"),
                                        (_NO_GPU_DATA, "no data"))]),
         ], w=12, h=8,
             description=f"GPU jobs ended in the time range whose GPUs were busy under "
                         f"{WASTE_PCT} % of the time on average (gpu_util_pct), with their "
-                        "GPU-hours, per user. 'no data': GPU jobs without gpu_util_pct, "
-                        "where the site does not account gres/gpuutil (AccountingStorageTRES "
-                        "with an acct_gather_gpu plugin) and every Flux job: their GPUs may "
+                        "GPU-hours, per user ('-': no user name); from sacct's gres/gpuutil, "
+                        "else the node edge's GPU samples (Flux and Slurm). 'no data': GPU "
+                        "jobs without gpu_util_pct, where the site does not account "
+                        "gres/gpuutil (AccountingStorageTRES with an acct_gather_gpu plugin) "
+                        "and no node edge read their GPUs (no NVIDIA driver): their GPUs may "
                         "be idle too, nothing says."),
     )
+    _usage_now_panels(grid)
 
 
 def build() -> dict[str, Any]:
@@ -537,6 +633,9 @@ def build() -> dict[str, Any]:
                   query="(cluster:$cluster) AND (bank:$bank)", all_value=ALL),
         custom_var("fast_fail_s", "Fast fail within (s)", ["30", "60", "300", "900"], "60",
                    description="A failed job that ran less than this is a fast failure."),
+        custom_var("gpu_idle_min", "GPUs idle for (min)", GPU_IDLE_MINUTES, GPU_IDLE_DEFAULT,
+                   description="A running job whose GPUs have all been under 5 % busy this "
+                               "long wastes them."),
     ]
     return dashboard(
         UID, "jobstream: HPC operations overview",

@@ -27,6 +27,19 @@ heavy; out-of-memory jobs near their memory). The truth has the ``cpu_eff_pct``,
 Flux, jobs that never ran, GPU jobs without gpuutil accounting). Usage comes from its own
 random stream as well: the jobs themselves are unchanged.
 
+While they run, jobs of both schedulers are sampled on each of their nodes as the node
+edge (``jobstream edge node``) samples them: one ``node-usage`` record per job per node
+every ``usage_interval_s`` (of the jobs' own time: scaled by ``time_scale`` like every
+wait and run) and a final one at the end, with the levels of the job's usage profile
+(a Slurm job's are those its sacct steps state; a Flux job draws its own, and its GPUs
+may sit idle whatever its CPU does). The truth says what the fold makes of them
+(``usage_source``, ``usage_nodes``): a Flux job's final ``cpu_eff_pct``, ``mem_max_pct``
+and ``gpu_util_pct`` come from its samples, computed here from the very payloads sent
+with the definitions of ``schemas/README.md`` (CPU over run_s x ncores, peak over the
+node's limit, GPU-busy over GPU seconds); a Slurm job keeps sacct's. The samples draw
+from a stream of their own and do not count towards Flux ids or tie order, so a seed's
+other records are unchanged; ``usage_interval_s=None`` sends none (the benchmark's feed).
+
 Every record comes with the ids of the events it holds (:meth:`Workload.event_ids`),
 computed with :func:`~pipeline.core.model.make_event_id` from what the generator put in the
 record, not by parsing it: the parts each parser hashes are the ids' contract (stored
@@ -40,6 +53,7 @@ order the seed fixes; splitting the schedulers apart would only pass that state 
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import json
 import random
@@ -51,10 +65,13 @@ from typing import Any
 from pipeline.core.fluid import f58_encode
 from pipeline.core.model import job_key, make_event_id
 from pipeline.tooling.workload_records import (
+    NodeJob,
+    UsageLevels,
     env_bytes,
     flux_pending,
     hostlist_text,
     iso_time,
+    node_usage_series,
     pick_weighted,
     sacct_step,
     slurm_number,
@@ -108,12 +125,27 @@ GPU_UTIL_ACCOUNTED = 0.75
 MEM_PER_CPU_MB = 2000
 #: seconds after the end at which the sacct poll reports a job
 SACCT_DELAY_S = 2.0
-#: The usage of a job without any (Flux; a Slurm job that never ran)
-_NO_USAGE: dict[str, Any] = {"cpu_eff_pct": None, "mem_max_pct": None, "gpu_util_pct": None}
+#: The usage of a job without any (a job that never ran; Flux without node samples)
+_NO_USAGE: dict[str, Any] = {"cpu_eff_pct": None, "mem_max_pct": None, "gpu_util_pct": None,
+                             "usage_source": None, "usage_nodes": None}
+#: The reader of a job's node samples -> weight: Slurm's per-job cgroups (v1, as on the
+#: integration cluster's kernel, or v2); a Flux job's systemd unit cgroup under sdexec
+#: (v2), else its processes, whose reader knows no memory limit
+NODE_READERS = {"slurm": {"cgroup-v1": 50, "cgroup-v2": 50},
+                "flux": {"cgroup-v2": 60, "procs": 40}}
+#: Share of Flux GPU jobs whose GPUs sit idle, busy CPU or not
+FLUX_GPU_IDLE = 0.3
+#: Flux GPU utilization ranges (percent): idle GPUs stay under the edge's 5 % idle line
+_FLUX_GPU_RANGES = {"idle": (0.0, 4.0), "busy": (40.0, 98.0)}
+#: A procs reader's epoch: the earliest task starts this long after the job's start
+_TASK_START_S = 0.01
+_MIB = 2**20
 
 #: What identifies one event, in the order ``make_event_id`` hashes it: cluster, scheduler,
 #: job id, event name, timestamp (a float: the parsers read every time as one), then for
 #: Slurm the source family and what else tells two facts of one moment apart (the reason).
+#: A node sample (``usage``) is the exception, as its parser hashes it: cluster, scheduler,
+#: job id, ``usage``, node, epoch, edge run, then its time (usage_contract).
 EventParts = tuple[Any, ...]
 
 
@@ -153,6 +185,9 @@ class WorkloadSpec:
     start: float = field(default_factory=lambda: float(int(time.time())))
     #: scales every wait and run time (0.1 = ten times faster lives)
     time_scale: float = 1.0
+    #: seconds between a running job's node samples, in the jobs' own time (scaled by
+    #: time_scale like their waits and runs: the node edge's default 30 s); None: none
+    usage_interval_s: float | None = 30.0
 
 
 class Workload:
@@ -165,6 +200,7 @@ class Workload:
         # a stream of its own: the main one, and so every seed's jobs, stay as they were
         self._reasons = random.Random(f"{spec.seed}:pending-reasons")
         self._usage = random.Random(f"{spec.seed}:usage")
+        self._node_usage = random.Random(f"{spec.seed}:node-usage")
         self._heap: list[tuple[float, int, int, GeneratedRecord]] = []
         self._events: dict[GeneratedRecord, dict[str, EventParts]] = {}
         self._n = 0
@@ -328,7 +364,30 @@ class Workload:
         if status & 0x7F == 0:
             truth["exit_code"] = exit_code
         self._flux_emit(cluster, jobid, events, jobspec, ta, r_v1)
+        if self.spec.usage_interval_s is not None:
+            # the run as the fold times it: from the alloc to the finish or the first
+            # fatal exception, as the journal states them
+            t_end = min(round(t, 6) for t, name, ctx in events if name == "finish" or (
+                name == "exception" and ctx is not None and ctx["severity"] == 0))
+            series = self._node_samples(cluster, "flux", jobid, hosts, per_node_cores,
+                                        gpus // nodes, None, self._flux_levels(outcome, gpus),
+                                        ts, te)
+            truth.update(_sampled_usage(series, begin=round(ta, 6), end=t_end,
+                                        ncores=per_node_cores * nodes))
         self.truth[job_key(cluster, str(jobid))] = truth
+
+    def _flux_levels(self, outcome: str, gpus: int) -> UsageLevels:
+        """A Flux job's usage profile, drawn as a Slurm job's sacct usage is (same
+        profiles, out-of-memory jobs near their memory), and its GPUs' level."""
+        rng = self._node_usage
+        profile = "memory_heavy" if outcome == "oom" else pick_weighted(rng, USAGE_PROFILES)
+        (cpu_lo, cpu_hi), (mem_lo, mem_hi) = _PROFILE_RANGES[profile]
+        if outcome == "oom":
+            mem_lo, mem_hi = 96.0, 100.0
+        cpu, mem = rng.uniform(cpu_lo, cpu_hi) / 100, rng.uniform(mem_lo, mem_hi) / 100
+        idle = bool(gpus) and (profile == "idle" or rng.random() < FLUX_GPU_IDLE)
+        return UsageLevels(cpu, mem, rng.uniform(*_FLUX_GPU_RANGES["idle" if idle
+                                                                    else "busy"]))
 
     def _flux_emit(self, cluster: str, jobid: int,
                    events: list[tuple[float, str, dict[str, Any] | None]],
@@ -461,20 +520,64 @@ class Workload:
                    "allocation_nodes": nodes, "restart_cnt": 0, "state": state,
                    "exit_code": (exit_code, signal), "limit_min": limit_min,
                    "times": (t_submit, t_start, t_end), "cores": cores, "gpus": gpus}
-            payload, usage = self._sacct(job, outcome)
-            truth.update(usage)
+            payload, usage, levels = self._sacct(job, outcome)
+            truth.update(usage, usage_source="sacct")
             # the job ran and ended, never requeued (restart_cnt 0)
             self._emit(GeneratedRecord(float(t_end) + SACCT_DELAY_S, cluster, "slurm",
                                        "slurm-sacct", key, payload),
                        [_slurm_event(cluster, jobid, event, t, "sacct") for event, t in
                         (("submit", t_submit), ("eligible", t_submit), ("start", t_start),
                          ("end", t_end))], counted=False)
+            if self.spec.usage_interval_s is not None:
+                # sampled by the node edges with the usage sacct reports after the end;
+                # sacct's figures stay the final ones
+                series = self._node_samples(cluster, "slurm", jobid, hosts, cores // nodes,
+                                            gpus // nodes, cores * MEM_PER_CPU_MB // nodes,
+                                            levels, float(t_start), float(t_end))
+                truth["usage_nodes"] = len(series)
         self.truth[key] = truth
 
-    def _sacct(self, job: dict[str, Any], outcome: str) -> tuple[bytes, dict[str, Any]]:
-        """The sacct document of a Slurm job that ran, and the usage figures its steps
+    # -- node samples -------------------------------------------------------------------
+
+    def _node_samples(self, cluster: str, scheduler: str, jobid: int, hosts: list[str],
+                      cores: int, gpus: int, limit_mb: int | None, levels: UsageLevels,
+                      begin: float, end: float) -> list[list[dict[str, Any]]]:
+        """Emit the node-usage records of a job whose tasks run from ``begin`` to ``end``
+        on ``hosts`` (``cores`` and ``gpus`` on each; ``limit_mb``: its memory per node,
+        the cgroup limit; None: as much as its cores' share) and return each node's
+        payloads. Not counted: Flux ids and tie order stay as they were."""
+        rng, spec = self._node_usage, self.spec
+        assert spec.usage_interval_s is not None
+        interval = spec.usage_interval_s * spec.time_scale
+        reader = pick_weighted(rng, NODE_READERS[scheduler])
+        base_mb = limit_mb if limit_mb is not None else cores * MEM_PER_CPU_MB
+        key = job_key(cluster, str(jobid))
+        seen_id = f58_encode(jobid) if scheduler == "flux" else str(jobid)
+        out = []
+        for host in hosts:
+            epoch = (f"cg{rng.randrange(4026531840, 4026531840 + 2**24)}"
+                     if reader != "procs" else f"p{begin + _TASK_START_S:.2f}")
+            job = NodeJob(scheduler=scheduler, job_id=seen_id, node=host, reader=reader,
+                          run=_edge_run(spec.seed, cluster, host), epoch=epoch, cores=cores,
+                          gpus=gpus, mem_limit_bytes=base_mb * _MIB if reader != "procs"
+                          else None, mem_base_bytes=base_mb * _MIB,
+                          gpu_uuid=f"GPU-{_edge_run(spec.seed, cluster, host, 'gpu')}")
+            series = node_usage_series(rng, job, levels, begin, end, interval)
+            for sample in series:
+                self._emit(GeneratedRecord(sample["sampled_at"], cluster, scheduler,
+                                           "node-usage", key,
+                                           json.dumps(sample, separators=(",", ":")).encode()),
+                           [(cluster, scheduler, str(jobid), "usage", host, epoch, job.run,
+                             float(sample["sampled_at"]))], counted=False)
+            out.append(series)
+        return out
+
+    def _sacct(self, job: dict[str, Any], outcome: str
+               ) -> tuple[bytes, dict[str, Any], UsageLevels]:
+        """The sacct document of a Slurm job that ran, the usage figures its steps
         give (what parse_sacct computes from them, so the truth is exact up to float
-        rounding)."""
+        rounding) and the levels they were drawn at (its node samples', GPU utilization
+        included where sacct does not account it)."""
         rng = self._usage
         profile = "memory_heavy" if outcome == "oom" else pick_weighted(rng, USAGE_PROFILES)
         (cpu_lo, cpu_hi), (mem_lo, mem_hi) = _PROFILE_RANGES[profile]
@@ -530,4 +633,32 @@ class Workload:
         usage = {"cpu_eff_pct": 100.0 * (cpu_us / 1e6) / (elapsed * cores),
                  "mem_max_pct": 100.0 * (rss / 2**20) / mem_node_mb,
                  "gpu_util_pct": float(gpu_util) if gpu_accounted else None}
-        return json.dumps(doc, separators=(",", ":")).encode(), usage
+        levels = UsageLevels(usage["cpu_eff_pct"] / 100, usage["mem_max_pct"] / 100,
+                             float(gpu_util))
+        return json.dumps(doc, separators=(",", ":")).encode(), usage, levels
+
+
+def _edge_run(seed: int, cluster: str, host: str, what: str = "run") -> str:
+    """The run id of a node's edge process (random hex at its start; here the same for
+    every job of the node in one workload)."""
+    return hashlib.sha256(f"{seed}:{cluster}:{host}:{what}".encode()).hexdigest()[:6]
+
+
+def _sampled_usage(series: list[list[dict[str, Any]]], *, begin: float, end: float,
+                   ncores: int) -> dict[str, Any]:
+    """The final usage of a run from ``begin`` (its allocation) to ``end`` as the fold
+    must make it of the run's node samples (``series``: each node's, in time order), by
+    schemas/README.md's definitions: per node its latest sample (one counter a node here:
+    one epoch, one edge run), CPU summed over nodes over run_s x ncores, the largest
+    node's peak over its limit, GPU-busy over GPU seconds. run_s in milliseconds, as the
+    document's."""
+    finals = [samples[-1] for samples in series]
+    run_s = (round(end * 1000) - round(begin * 1000)) / 1000
+    cpu = sum(s["cpu_s"] for s in finals)
+    peaks = [100.0 * max(s["mem_peak_bytes"] or 0, s["mem_bytes"]) / s["mem_limit_bytes"]
+             for s in finals if s["mem_limit_bytes"]]
+    busy, gpu_s = sum(s["gpu_busy_s"] for s in finals), sum(s["gpu_s"] for s in finals)
+    return {"cpu_eff_pct": 100.0 * cpu / (run_s * ncores) if run_s > 0 else None,
+            "mem_max_pct": max(peaks, default=None),
+            "gpu_util_pct": 100.0 * busy / gpu_s if gpu_s > 0 else None,
+            "usage_source": "node", "usage_nodes": len(finals)}

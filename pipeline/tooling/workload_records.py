@@ -2,24 +2,30 @@
 
 Slurm's ``{set, infinite, number}`` integers and TRES lists, sacct steps, a pending
 ``squeue --json`` job, a Flux job's pending journal events, hook environments and node
-lists: what :class:`pipeline.tooling.workload.Workload` fills with the jobs it draws. Apart
-from it so the workload reads as the jobs' story and these as the sources' formats.
+lists, and the node edge's ``node-usage`` samples of a job on one node over its run: what
+:class:`pipeline.tooling.workload.Workload` fills with the jobs it draws. Apart from it so
+the workload reads as the jobs' story and these as the sources' formats.
 """
 
 from __future__ import annotations
 
 import json
 import random
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from pipeline.core.fluid import f58_encode
 
 __all__ = [
+    "GPU_IDLE_PCT",
+    "NodeJob",
+    "UsageLevels",
     "env_bytes",
     "flux_pending",
     "hostlist_text",
     "iso_time",
+    "node_usage_series",
     "slurm_number",
     "pick_weighted",
     "sacct_step",
@@ -126,3 +132,119 @@ def squeue_pending(cluster: str, jobid: int, name: str, user: str, uid: int, ban
                               "release": "22.05.8"}},
            "errors": [], "jobs": [job]}
     return json.dumps(doc, separators=(",", ":")).encode()
+
+
+#: A GPU under this utilization (percent) is idle: the edge's ``gpu_idle_since``
+GPU_IDLE_PCT = 5.0
+#: Memory of one GPU (an 80 GiB card)
+GPU_MEM_TOTAL_BYTES = 80 * 2**30
+
+
+@dataclass(frozen=True, slots=True)
+class NodeJob:
+    """What the node edge of one node knows of a running job: the fixed parts of its
+    samples there (usage_contract: the ``node-usage`` payload)."""
+
+    scheduler: str
+    #: the id as the node sees it (Flux: F58, as flux-shell sets FLUX_JOB_ID)
+    job_id: str
+    node: str
+    reader: str
+    #: the edge process's run id on this node
+    run: str
+    #: the identity of the job's CPU counter on this node
+    epoch: str
+    #: the job's cores and GPUs on this node
+    cores: int
+    gpus: int
+    #: the job's memory limit on the node (its cgroup's); None where the reader knows none
+    mem_limit_bytes: int | None
+    #: what the memory level is a share of: the job's allocation per node
+    mem_base_bytes: int
+    #: the GPUs' uuids prefix (one card per index)
+    gpu_uuid: str = "GPU-0"
+
+
+@dataclass(frozen=True, slots=True)
+class UsageLevels:
+    """A job's usage profile on its nodes: the levels the samples scatter around."""
+
+    #: share of the cores busy (0..1)
+    cpu: float
+    #: peak memory as a share of the allocation per node (0..1)
+    mem: float
+    #: mean utilization of its GPUs, percent
+    gpu: float
+
+
+def _sample_times(rng: random.Random, begin: float, end: float, interval: float
+                  ) -> list[float]:
+    """When the edge samples a job running from ``begin`` to ``end``: at its own ticks,
+    ``interval`` apart from a phase the job does not choose, then once at the end (the
+    final record). Milliseconds, as an edge's clock is read."""
+    times: list[float] = []
+    t = begin + rng.uniform(0.0, interval)
+    while round(t, 3) < round(end, 3):
+        times.append(round(t, 3))
+        t += interval
+    times.append(round(end, 3))
+    return times
+
+
+def node_usage_series(rng: random.Random, job: NodeJob, levels: UsageLevels, begin: float,
+                      end: float, interval: float) -> list[dict[str, Any]]:
+    """The payloads (decoded) the node edge sends for ``job`` on its node while it runs
+    from ``begin`` (its tasks start) to ``end`` (its tasks end): cumulative counters
+    (CPU, the kernel's or the edge's memory peak, GPU-busy and GPU seconds) that never go
+    back, what it holds now scattered around ``levels``, the last one ``final``. Memory
+    grows to its peak over the first half of the run. Counters are rounded to
+    milliseconds as sent, and each interval's figures are differences of the rounded
+    counters, so the payloads agree with themselves exactly."""
+    out: list[dict[str, Any]] = []
+    cpu = 0.0  # the job's CPU seconds on the node, unrounded
+    peak = 0
+    busy_s = gpu_s = 0.0
+    idle_since: float | None = None
+    prev: dict[str, Any] | None = None
+    run = max(end - begin, 1e-3)
+    cgroup = job.reader != "procs"
+    times = _sample_times(rng, begin, end, interval)
+    for i, t in enumerate(times):
+        dt = None if prev is None else round(t - prev["sampled_at"], 3)
+        rate = min(1.0, max(0.0, levels.cpu * rng.uniform(0.95, 1.05)))
+        cpu += rate * job.cores * (t - (begin if prev is None else prev["sampled_at"]))
+        cpu_s = round(cpu, 3)
+        trend = levels.mem * job.mem_base_bytes * min(1.0, 0.5 + (t - begin) / run)
+        mem = int(trend * rng.uniform(0.96, 1.0))
+        # the kernel saw the trend between readings; the edge only its own readings
+        peak = max(peak, int(trend) if cgroup else mem)
+        utils = [round(min(100.0, levels.gpu * rng.uniform(0.8, 1.2)), 1)
+                 for _ in range(job.gpus)]
+        if dt:
+            busy_s += sum(utils) / 100 * dt
+            gpu_s += job.gpus * dt
+        idle = bool(utils) and all(u < GPU_IDLE_PCT for u in utils)
+        idle_since = (idle_since if idle_since is not None else t) if idle else None
+        user_s = round(cpu_s * 0.9, 3)
+        rss = int(mem * 0.9) if cgroup else mem
+        final = i == len(times) - 1
+        sample: dict[str, Any] = {
+            "v": 1, "scheduler": job.scheduler, "job_id": job.job_id, "node": job.node,
+            "reader": job.reader, "sampled_at": t, "epoch": job.epoch, "run": job.run,
+            "cpu_s": cpu_s, "cpu_user_s": user_s, "cpu_system_s": round(cpu_s - user_s, 3),
+            "interval_s": dt,
+            "cpu_interval_s": None if prev is None else round(cpu_s - prev["cpu_s"], 3),
+            "mem_bytes": mem, "mem_peak_bytes": peak, "mem_rss_bytes": rss,
+            "mem_file_bytes": mem - rss if cgroup else None,
+            "mem_limit_bytes": job.mem_limit_bytes, "processes": 2,
+            "gpus": [{"index": g, "uuid": f"{job.gpu_uuid}-{g}", "util_pct": u,
+                      "mem_bytes": int(GPU_MEM_TOTAL_BYTES * (0.05 + 0.8 * u / 100)),
+                      "mem_total_bytes": GPU_MEM_TOTAL_BYTES}
+                     for g, u in enumerate(utils)],
+            "gpu_busy_s": round(busy_s, 3), "gpu_s": round(gpu_s, 3),
+            "gpu_idle_since": idle_since, "final": final,
+            "reason": ("cgroup removed" if cgroup else "no process left") if final else None,
+        }
+        out.append(sample)
+        prev = sample
+    return out

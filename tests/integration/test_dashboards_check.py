@@ -30,18 +30,21 @@ from pipeline.sink.names import Family, alias_name
 from pipeline.sink.templates import ensure_indices
 from pipeline.tooling.workload import WorkloadSpec
 
-#: Targets the workload has no data for: it makes no preemption or requeue, and every
-#: prolog and epilog succeeds.
+#: Targets the workload has no data for: it makes no preemption or requeue, every
+#: prolog and epilog succeeds, and no job runs longer than 15 minutes (the longest time
+#: limit), so none has had idle GPUs for that long.
 NO_DATA_IN_WORKLOAD = {
     ("Exceptions, preemptions and requeues", "C"),
     ("Prolog and epilog duration", "B"),
+    ("GPU jobs idle for $gpu_idle_min minutes, by user", "A"),
 }
 
 JOB_BOARD = "jobstream: job details"
 #: The job dashboard's targets, all empty until a job id is given: the id is matched as a
 #: phrase, so the default (no id) names no job.
 NO_JOB_SELECTED = {(JOB_BOARD, title, "A") for title in (
-    "Durations", "Event timeline", "Job document", "Events")}
+    "Durations", "Event timeline", "Job document", "Events")} | {
+    (JOB_BOARD, f"{what} over time", "A") for what in ("CPU", "Memory", "GPU")}
 
 
 def run_check(cfg: Config, *args: str) -> Result:
@@ -62,7 +65,9 @@ def indexed(stack_cfg: Config, es: Elasticsearch) -> Indexed:
 
 
 def _a_done_flux_job(indexed: Indexed) -> dict[str, Any]:
-    return next(d for d in indexed.jobs if d["scheduler"] == "flux" and d["state"] == "done")
+    """One with GPUs and node samples: the job page's usage panels all have data."""
+    return next(d for d in indexed.jobs if d["scheduler"] == "flux" and d["state"] == "done"
+                and d["ngpus"] and d["usage_gpu_util_pct"] is not None)
 
 
 def test_every_shipped_panel_is_ok_and_shows_data(stack_cfg: Config, indexed: Indexed) -> None:

@@ -30,6 +30,10 @@ def test_the_efficiency_row_follows_the_usage_row() -> None:
         "Memory efficiency by bank (node-hour weighted)",
         "Jobs under 10 % of their CPU or memory, by user",
         "GPU jobs with idle GPUs, by user",
+        # and of the jobs running now (test_dashboards_usage.py)
+        "Running jobs under 10 % of their cores now, by user and bank",
+        "GPU jobs idle for $gpu_idle_min minutes, by user",
+        "Jobs within 10 % of their memory limit now",
     ]
 
 

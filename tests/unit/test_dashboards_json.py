@@ -228,5 +228,11 @@ def test_the_drill_down_reads_one_job() -> None:
             assert t["metrics"][0] == {"id": "1", "type": "max", "field": "t_submit"}
             assert [(b["field"], b["settings"]["size"], b["settings"]["orderBy"])
                     for b in t["bucketAggs"]] == [("cluster", "1", "1"), ("job_id", "1", "1")]
+        elif p["title"].endswith(" over time"):
+            # the job's node samples: one figure per node and time bucket
+            assert t["query"].startswith("event:usage AND ")
+            assert [m["type"] for m in t["metrics"]] in (["avg"], ["max"])
+            assert [(b["type"], b["field"]) for b in t["bucketAggs"]] == [
+                ("terms", "usage.node"), ("date_histogram", "@timestamp")]
         else:
             assert t["metrics"][0]["type"] in ("raw_data", "logs")

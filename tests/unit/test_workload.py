@@ -112,15 +112,17 @@ def test_pending_jobs_mid_workload_all_say_why_they_wait() -> None:
 def _main_records_digest(w: Workload) -> str:
     digest = hashlib.sha256()
     for r in w.records():
-        if r.format != "slurm-sacct":
+        if r.format not in ("slurm-sacct", "node-usage"):
             digest.update(repr((r.time, r.cluster, r.format, r.key)).encode() + r.payload)
     return digest.hexdigest()
 
 
-def test_a_seeds_jobs_are_unchanged_by_the_sacct_records() -> None:
-    # seed 1's records before sacct was added (commit c6e0c67's workload): usage draws from
-    # its own stream and sacct records do not count towards Flux ids or tie order
+def test_a_seeds_jobs_are_unchanged_by_the_sacct_and_node_usage_records() -> None:
+    # seed 1's records before sacct was added (commit c6e0c67's workload): usage and node
+    # samples draw from their own streams, and their records do not count towards Flux ids
+    # or tie order
     w = Workload(WorkloadSpec(seed=1, jobs=200, start=START))
+    assert any(r.format == "node-usage" for r in w.records())
     assert _main_records_digest(w) == \
         "431ccf70a13886c3e79f3a7e7b1925a39da7e4a3622a7a9d66a540a1d1e7a44d"
 
@@ -144,10 +146,31 @@ def test_slurm_jobs_that_ran_have_a_mix_of_usage_in_the_truth() -> None:
     accounted = [t["gpu_util_pct"] for t in gpu if t["gpu_util_pct"] is not None]
     assert 0 < len(accounted) < len(gpu)
     assert any(u < 10 for u in accounted) and any(u > 40 for u in accounted)
-    # no usage where the source has none: Flux, never started, no GPU
+    # no usage where the source has none: never started, no GPU
     assert all(t["cpu_eff_pct"] is None and t["mem_max_pct"] is None
-               for t in w.truth.values() if t not in ran)
+               and t["usage_source"] is None
+               for t in w.truth.values() if t["cancelled_before_start"])
     assert all(t["gpu_util_pct"] is None for t in ran if not t["ngpus"])
+    # sacct's figures are the final ones of every Slurm job that ran
+    assert {t["usage_source"] for t in ran} == {"sacct"}
+
+
+def test_without_node_samples_flux_jobs_have_no_usage() -> None:
+    w = Workload(WorkloadSpec(seed=3, jobs=200, start=START, usage_interval_s=None))
+    assert not any(r.format == "node-usage" for r in w.records())
+    flux = [t for t in w.truth.values() if t["scheduler"] == "flux"]
+    assert flux and all(t["cpu_eff_pct"] is None and t["mem_max_pct"] is None
+                        and t["gpu_util_pct"] is None and t["usage_source"] is None
+                        and t["usage_nodes"] is None for t in flux)
+    slurm = [t for t in w.truth.values()
+             if t["scheduler"] == "slurm" and not t["cancelled_before_start"]]
+    assert {(t["usage_source"], t["usage_nodes"]) for t in slurm} == {("sacct", None)}
+    # the other records are those of the same seed with samples
+    with_samples = Workload(WorkloadSpec(seed=3, jobs=200, start=START))
+    assert [r for r in with_samples.records() if r.format != "node-usage"] == \
+        list(w.records())
+    result = compare(w.truth, folded(w))
+    assert result.ok, (result.field_errors, result.examples)
 
 
 def test_usage_is_checked_against_the_truth_within_rounding() -> None:
@@ -162,3 +185,20 @@ def test_usage_is_checked_against_the_truth_within_rounding() -> None:
     lost = {**docs[slurm], "cpu_eff_pct": None}
     assert compare(w.truth, [*docs[:slurm], lost, *docs[slurm + 1:]]).field_errors == \
         Counter({"cpu_eff_pct": 1})
+
+
+def test_node_usage_is_checked_against_the_truth() -> None:
+    w = Workload(WorkloadSpec(seed=2, jobs=40, start=START, time_scale=0.05))
+    docs = folded(w)
+    i = next(i for i, d in enumerate(docs) if d["usage_source"] == "node"
+             and d["cpu_eff_pct"] is not None)
+
+    def errors(**change: object) -> Counter[str]:
+        return compare(w.truth, [*docs[:i], {**docs[i], **change}, *docs[i + 1:]]).field_errors
+
+    assert errors() == Counter()
+    assert errors(cpu_eff_pct=docs[i]["cpu_eff_pct"] + 1e-9) == Counter()
+    # a lost final sample moves a figure by 0.05 points or more (verify.TOLERANCES)
+    assert errors(cpu_eff_pct=docs[i]["cpu_eff_pct"] - 0.05) == Counter({"cpu_eff_pct": 1})
+    assert errors(usage_source="sacct") == Counter({"usage_source": 1})
+    assert errors(usage_nodes=docs[i]["usage_nodes"] + 1) == Counter({"usage_nodes": 1})

@@ -14,7 +14,8 @@ from pipeline.tooling.workload import GeneratedRecord, Workload, WorkloadSpec
 
 START = 1_795_000_000.0
 #: every format the generator writes: each parser it feeds is checked
-FORMATS = {"flux-journal", "slurm-squeue", "slurm-hook", "slurm-jobcomp", "slurm-sacct"}
+FORMATS = {"flux-journal", "slurm-squeue", "slurm-hook", "slurm-jobcomp", "slurm-sacct",
+           "node-usage"}
 
 
 @pytest.mark.parametrize(("seed", "time_scale"), [(1, 0.05), (7, 0.05), (42, 1.0)])
@@ -34,9 +35,13 @@ def test_each_records_ids_are_those_its_parser_gives(seed: int, time_scale: floa
 def test_the_parts_name_the_records_job_event_and_time() -> None:
     w = Workload(WorkloadSpec(seed=5, jobs=60, start=START, time_scale=0.05))
     for rec in w.records():
-        for cluster, scheduler, job_id, _event, ts, *_ in w.event_ids([rec]).values():
+        for cluster, scheduler, job_id, event, *rest in w.event_ids([rec]).values():
             assert (scheduler, job_key(cluster, job_id)) == (rec.scheduler, rec.key)
+            # a node sample's time comes after its node, epoch and edge run
+            ts = rest[-1] if event == "usage" else rest[0]
             assert isinstance(ts, float)
+            if event == "usage":
+                assert rec.format == "node-usage" and ts == rec.time
 
 
 def test_a_record_the_workload_did_not_generate_has_no_known_ids() -> None:
