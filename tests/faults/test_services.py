@@ -91,8 +91,13 @@ def test_edge_sigkill_with_kafka_down(make_flow: Any, tmp_path: Path) -> None:
     --recorded``) while Kafka is down; SIGKILLed with records in its spool, restarted
     (replaying the journal from the start, as a reconnect does), then Kafka comes back."""
     flow: Flow = make_flow(spec(seed=23, slurm=False))
+    # the journal is the journal's records; the node samples of its running jobs go
+    # through the scenario's own edge runtime, into its spool, while Kafka is down too
+    lines = [r for r in flow.records if r.format == "flux-journal"]
+    samples = [r for r in flow.records if r.format != "flux-journal"]
+    assert samples, "the workload sends node samples of its running jobs"
     journal = tmp_path / "journal.jsonl"
-    journal.write_bytes(b"".join(r.payload + b"\n" for r in flow.records))
+    journal.write_bytes(b"".join(r.payload + b"\n" for r in lines))
     edge_cfg = flow.cfg.replace(cluster="flux-a",
                                 edge={"spool_dir": str(tmp_path / "edge-spool")})
     spool = tmp_path / "edge-spool" / "flux.db"
@@ -101,7 +106,8 @@ def test_edge_sigkill_with_kafka_down(make_flow: Any, tmp_path: Path) -> None:
     stop_service(flow.cfg, "kafka")
     down = time.monotonic()
     edge.start()
-    half = len(flow.records) // 2
+    flow.publish(samples, STEADY_RATE * 10)
+    half = len(lines) // 2
     wait_until("the edge to spool half the journal", lambda: spool_depth(spool) >= half,
                alive=[edge])
     edge.kill()
@@ -117,7 +123,7 @@ def test_edge_sigkill_with_kafka_down(make_flow: Any, tmp_path: Path) -> None:
     edge.expected_exit = True
     # the journal's lines; those spooled before the kill twice (nothing was confirmed, so
     # the restarted edge replayed them): folded offline once, as the worker must
-    flow.published_by_edge(flow.records)
+    flow.published_by_edge(lines)
     flow.wait_caught_up()
     record(flow.verify(time.monotonic() - back,
                        note=f"edge killed with {killed_at} records spooled, Kafka down "
