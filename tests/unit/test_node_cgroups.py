@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 from datafiles import unavailable
+from node_tasks import waited_s
 
 from pipeline.core.fluid import f58_decode, f58_encode
 from pipeline.edges.node.cgroups import (
@@ -179,12 +180,6 @@ def test_discovery_finds_the_job_tree_slurm_makes(tree: Tree) -> None:
     assert discover(roots) == [job]
 
 
-def waited_s(pid: int) -> float:
-    """Seconds the process has waited on a run queue (``/proc/<pid>/schedstat``'s second
-    field, in nanoseconds)."""
-    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
-
-
 def test_a_busy_process_uses_about_one_core_and_cpuacct_agrees_with_proc(tree: Tree) -> None:
     _, job = slurm_job(tree)
     child = tree.start(BUSY, job.cpu_dir, job.memory_dir)
@@ -197,7 +192,7 @@ def test_a_busy_process_uses_about_one_core_and_cpuacct_agrees_with_proc(tree: T
     # a core for all the time it could run: what it waited for a CPU other work held is
     # not its to use (the machine's other tests share its two cores)
     runnable = elapsed - (waited_s(child.pid) - wait_before)
-    assert used > 0.8 * runnable, (used, elapsed, runnable)
+    assert used > 0.5 * runnable, (used, elapsed, runnable)  # the VM steals some too
     assert used <= elapsed * 1.05 + 0.05
     # /proc's ticks (1/HZ s) against cpuacct's nanoseconds, for the same process
     assert abs(used - (proc_after - proc_before)) <= 0.1 + 0.05 * used
@@ -385,10 +380,11 @@ def test_v2_cpu_stat_of_a_real_cgroup_counts_a_busy_process(
     child = tree.start(BUSY, job_dir)
     time.sleep(0.2)
     (u0, _, _), p0, t0 = read_cpu_stat(job_dir), proc_cpu_s(child.pid), time.monotonic()
+    w0 = waited_s(child.pid)
     time.sleep(1.5)
     (u1, user, system), p1, elapsed = read_cpu_stat(job_dir), proc_cpu_s(child.pid), \
         time.monotonic() - t0
-    assert u1 - u0 > 0.5 * elapsed
+    assert u1 - u0 > 0.5 * (elapsed - (waited_s(child.pid) - w0))  # what it could run
     assert abs((u1 - u0) - (p1 - p0)) <= 0.1 + 0.05 * (u1 - u0)
     assert abs(user + system - u1) <= 0.01 + 0.01 * u1
     roots = CgroupRoots(mount=top / "no-v1", v2_mount=top, flux_slices=())

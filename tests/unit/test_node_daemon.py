@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from node_tasks import Children, wait_until_running
+from node_tasks import children as children  # noqa: F401 - the fixture
 from prometheus_client import REGISTRY
 from test_node_procs import link_proc
-from test_node_sampler import CLUSTER, Children, EdgeFactory, flux_id, running, slurm_id
-from test_node_sampler import children as children  # noqa: F401 - the fixture
+from test_node_sampler import CLUSTER, EdgeFactory, flux_id, slurm_id
 from test_node_sampler import edges as edges  # noqa: F401 - the fixture
 
 from pipeline.cli import main
@@ -48,7 +49,8 @@ def metric(name: str, **labels: str) -> float:
 def test_the_spool_holds_one_node_usage_record_per_job_keyed_as_the_scheduler_s(
         children: Children, edges: EdgeFactory) -> None:
     sid, fid = slurm_id(), flux_id()
-    running(children.start(SLEEP, SLURM_JOB_ID=sid), children.start(SLEEP, FLUX_JOB_ID=fid))
+    wait_until_running(children.start(SLEEP, SLURM_JOB_ID=sid),
+                       children.start(SLEEP, FLUX_JOB_ID=fid))
     edge = edges([ProcReader()])
     published = metric("jobstream_node_samples_published_total", cluster=CLUSTER)
     intervals = metric("jobstream_node_interval_cpu_seconds_count")
@@ -81,7 +83,7 @@ def test_the_spool_holds_one_node_usage_record_per_job_keyed_as_the_scheduler_s(
 def test_a_spool_that_refuses_loses_that_interval_only(
         children: Children, edges: EdgeFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     sid = slurm_id()
-    running(children.start(SLEEP, SLURM_JOB_ID=sid))
+    wait_until_running(children.start(SLEEP, SLURM_JOB_ID=sid))
     edge = edges([ProcReader()])
 
     def full(records: object) -> list[int]:
@@ -98,7 +100,7 @@ def test_a_spool_that_refuses_loses_that_interval_only(
 def test_read_errors_are_counted_in_the_metrics(children: Children, edges: EdgeFactory,
                                                 tmp_path: Path) -> None:
     bad = children.start(SLEEP, SLURM_JOB_ID="not-a-job")
-    running(bad)
+    wait_until_running(bad)
     edge = edges([ProcReader(link_proc(tmp_path / "proc", bad.pid))])
     before = metric("jobstream_node_read_errors_total")
     assert edge.sample_once() == []
@@ -219,7 +221,7 @@ def node_env(tmp_path: Path) -> dict[str, str]:
 def test_once_with_print_prints_the_payloads_and_touches_no_spool(
         children: Children, tmp_path: Path) -> None:
     sid = slurm_id()
-    running(children.start(SLEEP, SLURM_JOB_ID=sid))
+    wait_until_running(children.start(SLEEP, SLURM_JOB_ID=sid))
     result = CliRunner().invoke(main, ["edge", "node", "--once", "--print"],
                                 env=node_env(tmp_path))
     assert result.exit_code == 0, result.output
@@ -231,7 +233,7 @@ def test_once_with_print_prints_the_payloads_and_touches_no_spool(
 
 def test_once_without_kafka_keeps_the_samples_in_the_spool_and_says_so(
         children: Children, tmp_path: Path) -> None:
-    running(children.start(SLEEP, SLURM_JOB_ID=slurm_id()))
+    wait_until_running(children.start(SLEEP, SLURM_JOB_ID=slurm_id()))
     result = CliRunner().invoke(main, ["edge", "node", "--once", "--timeout", "0.5"],
                                 env=node_env(tmp_path))
     assert result.exit_code == 69, result.output

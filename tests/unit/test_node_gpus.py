@@ -13,19 +13,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from node_tasks import Children, wait_until_running
+from node_tasks import children as children  # noqa: F401 - the fixture
 from test_node_cgroups import SLEEP, Tree, slurm_job
 from test_node_cgroups import tree as tree  # noqa: F401 - the fixture
-from test_node_sampler import (
-    Children,
-    EdgeFactory,
-    flux_id,
-    one,
-    parsed,
-    reading,
-    running,
-    slurm_id,
-)
-from test_node_sampler import children as children  # noqa: F401 - the fixture
+from test_node_sampler import EdgeFactory, flux_id, one, parsed, reading, slurm_id
 from test_node_sampler import edges as edges  # noqa: F401 - the fixture
 
 from pipeline.edges.node.gpus import GpuJobs, GpuReader, GpuReading, gpus_by_job
@@ -104,7 +96,7 @@ def test_a_gpu_is_the_job_s_whose_processes_run_on_it(children: Children) -> Non
     a1, a2 = children.start(SLEEP, SLURM_JOB_ID=sid), children.start(SLEEP, SLURM_JOB_ID=sid)
     b = children.start(SLEEP, FLUX_JOB_ID=fid)
     stranger = children.start(SLEEP)
-    running(a1, a2, b, stranger)
+    wait_until_running(a1, a2, b, stranger)
     procs = ProcReader()
     procs.sample()
     nvml = FakeNvml([FakeGpu(pids=[a1.pid]), FakeGpu(pids=[a2.pid, b.pid, a1.pid]),
@@ -147,7 +139,7 @@ def test_busy_gpus_add_busy_seconds_and_idle_ones_say_since_when(
         children: Children, edges: EdgeFactory) -> None:
     sid = slurm_id()
     a, b = children.start(SLEEP, SLURM_JOB_ID=sid), children.start(SLEEP, SLURM_JOB_ID=sid)
-    running(a, b)
+    wait_until_running(a, b)
     gpus = [FakeGpu(util=80, pids=[a.pid]), FakeGpu(util=40, pids=[b.pid])]
     procs = ProcReader()
     gpu_jobs = GpuJobs(GpuReader(FakeNvml(gpus)), PidJobs(known=procs.job_of).job_of)
