@@ -34,8 +34,10 @@ __all__ = [
     "schema_dir",
 ]
 
-#: Every schema jobstream publishes, one per topic (docs/design.md, section 2).
-SCHEMA_NAMES: tuple[str, ...] = ("RawRecord", "JobEvent", "JobState", "QueueSnapshot")
+#: Every schema jobstream publishes, one per topic (docs/design.md, section 2); NodeState is
+#: the node documents' (pipeline.fold.nodes), whose topic comes with the node stream.
+SCHEMA_NAMES: tuple[str, ...] = ("RawRecord", "JobEvent", "JobState", "QueueSnapshot",
+                                 "NodeState")
 
 _HISTORY_FILE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\.v(?P<version>[1-9][0-9]*)\.avsc$")
 

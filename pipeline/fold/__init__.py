@@ -165,7 +165,9 @@ below from ``pipeline.fold`` itself:
 * :mod:`~pipeline.fold.encoding`: a job's state as JSON (the table value);
 * :mod:`~pipeline.fold.jobfold`: :class:`JobFold`, the incremental cache over them
   (deduplication, the bounds, the live incarnation, the encoded entries), and
-  :func:`fold`.
+  :func:`fold`;
+* :mod:`~pipeline.fold.nodes`: apart from the jobs, node events into node documents
+  (``fold_nodes``, imported from there).
 
 May import: ``pipeline.core``, ``pipeline.runtime`` and the standard library. Nothing
 else of jobstream: the codecs, the worker, the sink and the tooling import this.

@@ -6,6 +6,13 @@ environment, one line of the lua submit plugins, or (``flux-eventlog``) one JSON
 ``{"id", "eventlog", "jobspec", "R"}`` built by the CLI from a job's eventlog, jobspec and
 R files, or (``node-usage``, either scheduler's) one sample of a job on one node.
 
+Two formats tell about nodes, not jobs (:data:`NODE_FORMATS`): ``flux-resource-journal``
+(one ``resource.journal`` response, RFC 44 resource events) and ``slurm-nodes`` (one
+``scontrol show nodes --json`` document). Their parsers return
+:class:`pipeline.core.nodes.NodeEvent` s, keyed ``cluster:node``, which fold into node
+documents (:mod:`pipeline.fold.nodes`), never into a job's state: a stage that folds jobs
+checks :data:`NODE_FORMATS` first. A ``slurm-nodes`` document's parts are its nodes.
+
 ``parse_record(fmt, payload, cluster=...)`` returns the events of a record or raises
 :class:`pipeline.runtime.errors.ParseError`; ``split_records(fmt, data)`` cuts a file into records
 for the CLI and ``jobstream publish``.
@@ -32,8 +39,8 @@ from typing import Any, Protocol
 from pipeline.core.model import JobEvent
 from pipeline.runtime.errors import ParseError
 
-__all__ = ["FORMATS", "MULTI_JOB", "Part", "PartsParser", "RecordParser", "parse_parts",
-           "parse_record", "split_records", "strict_events"]
+__all__ = ["FORMATS", "MULTI_JOB", "NODE_FORMATS", "Part", "PartsParser", "RecordParser",
+           "parse_parts", "parse_record", "split_records", "strict_events"]
 
 
 class RecordParser(Protocol):
@@ -122,6 +129,21 @@ def _node_usage() -> RecordParser:
     return parse_node_usage
 
 
+def _flux_resource_journal() -> RecordParser:
+    from pipeline.parsers.flux_resource import parse_resource_journal
+    return parse_resource_journal  # type: ignore[return-value]  # NodeEvents (NODE_FORMATS)
+
+
+def _slurm_nodes() -> RecordParser:
+    from pipeline.parsers.slurm_nodes import parse_slurm_nodes
+    return parse_slurm_nodes  # type: ignore[return-value]  # NodeEvents (NODE_FORMATS)
+
+
+def _slurm_nodes_parts() -> PartsParser:
+    from pipeline.parsers.slurm_nodes import nodes_parts
+    return nodes_parts
+
+
 #: format name -> (scheduler, loader of its record parser, True if a file holds one record a
 #: line); the scheduler is None for a format of either, whose record says which
 FORMATS: dict[str, tuple[str | None, Callable[[], RecordParser], bool]] = {
@@ -133,13 +155,19 @@ FORMATS: dict[str, tuple[str | None, Callable[[], RecordParser], bool]] = {
     "slurm-hook": ("slurm", _slurm_hook, False),
     "slurm-submit-plugin": ("slurm", _slurm_submit_plugin, True),
     "node-usage": (None, _node_usage, True),
+    "flux-resource-journal": ("flux", _flux_resource_journal, True),
+    "slurm-nodes": ("slurm", _slurm_nodes, False),
 }
 
+#: formats whose records tell about nodes: their events are NodeEvents (module docstring)
+NODE_FORMATS: frozenset[str] = frozenset({"flux-resource-journal", "slurm-nodes"})
 
-#: formats whose records list many jobs -> loader of their parts parser
+
+#: formats whose records list many jobs (or nodes) -> loader of their parts parser
 MULTI_JOB: dict[str, Callable[[], PartsParser]] = {
     "slurm-squeue": _slurm_squeue_parts,
     "slurm-sacct": _slurm_sacct_parts,
+    "slurm-nodes": _slurm_nodes_parts,
 }
 
 
@@ -181,13 +209,22 @@ def split_records(fmt: str, data: bytes) -> Iterator[tuple[int, bytes]]:
     """Cut a file of format ``fmt`` into records: ``(line number, payload)``.
 
     Line formats give one record per non-blank line; document formats give the whole file
-    as one record (line 1).
+    as one record (line 1). A ``flux-resource-journal`` file's lines get their rank maps.
     """
     if fmt not in FORMATS:
         raise ParseError("unknown-format", f"unknown format {fmt!r}")
     if not FORMATS[fmt][2]:
         yield 1, data
         return
+    # a file of resource.journal responses is one connection's: each record gets the rank
+    # map of the latest restart before it (pipeline.parsers.flux_resource)
+    add_map = _rank_maps() if fmt == "flux-resource-journal" else None
     for n, line in enumerate(data.split(b"\n"), 1):
         if line.strip(b" \t\r\x00"):
-            yield n, line.rstrip(b"\r")
+            line = line.rstrip(b"\r")
+            yield n, add_map(line) if add_map is not None else line
+
+
+def _rank_maps() -> Callable[[bytes], bytes]:
+    from pipeline.parsers.flux_resource import RankMaps
+    return RankMaps().record

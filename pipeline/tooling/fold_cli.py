@@ -28,7 +28,8 @@ import click
 
 from pipeline.core.model import JobEvent
 from pipeline.fold import fold as fold_events
-from pipeline.parsers import FORMATS, parse_parts, split_records
+from pipeline.fold.nodes import fold_nodes
+from pipeline.parsers import FORMATS, NODE_FORMATS, parse_parts, split_records
 from pipeline.runtime.errors import ParseError
 from pipeline.runtime.invocation import get_config
 
@@ -140,8 +141,11 @@ def parse(ctx: click.Context, paths: tuple[str, ...], fmt: str, cluster: str | N
 @_source_options
 def fold(ctx: click.Context, paths: tuple[str, ...], fmt: str, cluster: str | None,
          jobspec: Path | None, r_path: Path | None, job_id: str | None) -> None:
-    """Source records -> job documents as they would be indexed, one JSON object a line."""
+    """Source records -> job documents as they would be indexed, one JSON object a line
+    (node documents for a format of nodes: flux-resource-journal, slurm-nodes)."""
     reader = _reader(ctx, fmt, cluster, jobspec, r_path, job_id)
-    for doc in fold_events(reader.events(paths)):
+    docs = (fold_nodes(list(reader.events(paths))) if fmt in NODE_FORMATS
+            else fold_events(reader.events(paths)))
+    for doc in docs:
         click.echo(_dumps(doc))
     ctx.exit(1 if reader.errors else 0)

@@ -63,6 +63,15 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "pending_nodes": 3, "running_nodes": 2, "pending_node_hours": 1.5,
         "oldest_pending_age_s": 42.0,
     },
+    "NodeState": {
+        "cluster": "tioga", "scheduler": "slurm", "node": "tioga12", "state": "draining",
+        "scheduler_state": "MIXED+DRAIN", "drained": True, "responding": True,
+        "allocated": True, "reason": "bad DIMM", "reason_by": "root",
+        "reason_at": 1700000050000, "since": 1700000050000,
+        "state_s": {"up": 50.0, "unresponsive": 0.0, "draining": 50.5, "drained": 0.0,
+                    "down": 0.0, "off": 0.0, "unknown": 0.0},
+        "partitions": ["pbatch", "pdebug"], "revision": 3, "updated_at": 1700000100500,
+    },
 }
 
 

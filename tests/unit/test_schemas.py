@@ -155,6 +155,7 @@ _MISSING_IN_TEMPLATE: dict[str, set[str]] = {}
 @pytest.mark.parametrize(("template", "name"), [
     ("hpc-jobs", "JobState"),
     ("hpc-queue-snapshots", "QueueSnapshot"),
+    ("hpc-nodes", "NodeState"),
 ])
 def test_avro_fields_match_the_elasticsearch_template(template: str, name: str) -> None:
     """The sink indexes these values as they are; the index is strict about field names."""
