@@ -106,6 +106,7 @@ Field rules that are choices (Flux facts: docs/flux.md, "States, transitions, re
   run to it), and costs its own size, not the job's memos before it. Bounded ("Bounds"
   below), what is not kept counted in ``user_annotations_dropped``.
 * ``revision``: the number of distinct (event id, content) pairs folded for the job key
+  (node samples: their own part instead, :attr:`pipeline.fold.usage.NodeUsage.revision`)
   (kept or dropped: "Bounds" below), memos included, so every change of the document,
   a user annotation too, gives it a higher revision (the sink's external version).
   It only grows as events arrive, is the same for any order, and is shared by every

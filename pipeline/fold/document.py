@@ -76,17 +76,15 @@ def doc_id(doc: Mapping[str, Any]) -> str:
     return base
 
 
-def _usage(doc: dict[str, Any], inc: Incarnation, *, begin: float | None) -> None:
-    """The run's usage so far from the node samples, and its final usage: the run's
-    accounting records' (sacct) where they state any, else, once the run has ended, the
-    node samples' (:mod:`pipeline.fold.usage`)."""
-    run, usage = inc.run, inc.jf.usage
+def _usage(doc: dict[str, Any], inc: Incarnation, figures: dict[str, Any] | None) -> None:
+    """The run's usage so far from the node samples (``figures``), and its final usage:
+    the run's accounting records' (sacct) where they state any, else, once the run has
+    ended, the node samples' (:mod:`pipeline.fold.usage`)."""
+    run = inc.run
     accounted = {name: run.fact(name) for name in USAGE_FACTS}
-    figures = usage_figures(usage, begin=begin, ncores=doc["ncores"], nnodes=doc["nnodes"],
-                            mem_alloc_mb=doc["mem_alloc_mb"]) if len(usage) else None
     if figures is not None:
         doc.update(figures)
-    doc["usage_dropped"] = usage.dropped or None
+    doc["usage_dropped"] = inc.jf.usage.dropped or None
     if any(v is not None for v in accounted.values()):
         doc.update(accounted, usage_source="sacct")
     elif figures is not None and doc["t_end"] is not None:
@@ -112,6 +110,12 @@ def document(inc: Incarnation, runs: int) -> dict[str, Any]:
             doc[name] = entry[1]
 
     run_times = times(run, scheduler)
+    usage = jf.usage
+    figures = usage_figures(usage, begin=run_times.run_begin, ncores=run.fact("ncores"),
+                            nnodes=run.fact("nnodes"), mem_alloc_mb=run.fact("mem_alloc_mb")
+                            ) if len(usage) else None
+    if figures is not None:  # the run's newest sample is something the job did then
+        inc.updated_at = max(inc.updated_at, figures["usage_sampled_at"] / 1000)
     ended = result(run, inc.tracked)
     requeues = max(runs - 1, inc.restart_count or 0,
                    max(inc.requeues_by_source.values(), default=0))
@@ -148,7 +152,7 @@ def document(inc: Incarnation, runs: int) -> dict[str, Any]:
         prior, current = inc.prior_hours[i], hours[i]
         if prior is not None or current is not None:
             doc[name] = (prior or 0.0) + (current or 0.0)
-    _usage(doc, inc, begin=run_times.run_begin)
+    _usage(doc, inc, figures)
 
     doc["pending_reason"] = pending_reason(run, scheduler)
     dropped = jf.dropped

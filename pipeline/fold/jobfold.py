@@ -102,9 +102,11 @@ class JobFold:
 
     @property
     def revision(self) -> int:
-        """Distinct (event id, content) pairs folded, the dropped ones included: grows
-        with every new fact."""
-        return sum(len(fps) for fps in self._fps.values()) + sum(self._dropped.values())
+        """Distinct (event id, content) pairs folded, the dropped ones included, plus the
+        node samples' part (:attr:`pipeline.fold.usage.NodeUsage.revision`): grows with
+        every new fact."""
+        return (sum(len(fps) for fps in self._fps.values()) + sum(self._dropped.values())
+                + self._usage.revision)
 
     @property
     def dropped(self) -> Mapping[str, int]:
@@ -140,19 +142,20 @@ class JobFold:
                 self.cluster, self.scheduler, self.job_id):
             raise ValueError(f"event of {event.scheduler} job {event.key} added to the fold "
                              f"of {self.scheduler} job {self.key}")
+        if event.event == USAGE_EVENT:
+            # a node sample: folded into the job's usage, never kept as an event
+            # (pipeline.fold.usage: the latest sample of each counter holds everything)
+            return self._usage.post(Sample.of(event.context, event.event_id))
         # the fingerprint of the event as it came; the state keeps less of it
         fp = fingerprint(event)
         fps = self._fps.get(event.event_id)
         if fps is not None and fp in fps:
             return False
-        memo, sample = event.event == "memo", event.event == USAGE_EVENT
-        # a memo's context is folded into the annotations, whole, and a sample's into the
-        # usage; the event keeps none
+        memo = event.event == "memo"
+        # a memo's context is folded into the annotations, whole; the event keeps none
         posted = self._annotations.post(event.context, memo_order(event, fp)) if memo else (
             False, 0)
-        if sample:
-            posted = (self._usage.post(Sample.of(event.context, event.event_id)), 0)
-        context, facts = state_parts({} if memo or sample else event.context, event.facts)
+        context, facts = state_parts({} if memo else event.context, event.facts)
         # without jobspec, R and record (dataclasses.replace costs four times as much)
         compact = JobEvent(cluster=event.cluster, scheduler=event.scheduler,
                            job_id=event.job_id, event=event.event, timestamp=event.timestamp,
@@ -243,7 +246,11 @@ class JobFold:
     def documents(self) -> list[dict[str, Any]]:
         """The job documents (one per incarnation, oldest first)."""
         if not self._events:
-            return []
+            if not len(self._usage):
+                return []
+            # only node samples: a job no scheduler record named (yet)
+            alone = Incarnation(self, 0, self.revision, split_runs=False)
+            return [document(alone, alone.fold([]))]
         new, self._new = sorted(self._new, key=event_order), []
         live, self._live = self._live, None
         if live is not None and live.continues(new):

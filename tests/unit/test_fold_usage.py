@@ -192,8 +192,21 @@ def test_every_sample_is_a_new_revision_and_a_copy_is_not() -> None:
         jf.add(ev)
     before = jf.revision
     (ev,) = events(sample(1, 30.0))
-    assert jf.add(ev) and jf.revision == before + 1
-    assert not jf.add(ev) and jf.revision == before + 1
+    assert jf.add(ev) and jf.revision > before
+    after = jf.revision
+    assert not jf.add(ev) and jf.revision == after  # a copy
+    (older,) = events(sample(0, 0.0))
+    assert not jf.add(older) and jf.revision == after  # older than its counter's latest
+    (newer,) = events(sample(2, 60.0))
+    assert jf.add(newer) and jf.revision > after
+    # the samples are not kept as events: a large job's samples do not fill its windows
+    assert all(e.event != "usage" for e in jf.events()) and not jf.dropped
+
+
+def test_a_job_known_only_by_its_samples_has_a_document() -> None:
+    (doc,) = fold(events(sample(1, 30.0), sample(2, 60.0)))
+    assert doc["usage_cpu_s"] == 60.0 and doc["state"] == "pending"
+    assert doc["updated_at"] == round((T0 + 60) * 1000)
 
 
 def test_counters_beyond_the_bound_are_counted() -> None:
