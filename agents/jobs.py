@@ -275,7 +275,8 @@ class JobsStage:
         entry = self.batch.folds.get(key)
         if entry is not None:
             return entry[1]
-        return self.states.get(key) or JobFold()
+        fold = self.states.get(key)
+        return fold if fold is not None else JobFold()
 
     async def _expire(self, key: bytes, message: Any) -> None:
         await self.flush()  # a pending state must not follow the tombstone

@@ -132,6 +132,10 @@ class JobFold:
     def __len__(self) -> int:
         return len(self._events)
 
+    def __bool__(self) -> bool:
+        # a job known only by its node samples has no events, and is not an empty fold
+        return bool(self._events) or bool(len(self._usage))
+
     def add(self, event: JobEvent) -> bool:
         """Fold in one event; False if it was already there (a duplicate), or may have been
         (one its full window does not keep: :mod:`pipeline.fold`, "Bounds")."""
