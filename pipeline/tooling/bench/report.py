@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.table import Table
 
-__all__ = ["FIGURES", "Figure", "figures_table", "write_json"]
+__all__ = ["FIGURES", "OPTIONAL_FIGURES", "Figure", "figures_table", "write_json"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,15 @@ FIGURES: tuple[str, ...] = (
     "replay_records_per_s",
     "baseline_events_per_s",
     "e2e_vs_baseline",
+)
+
+#: The figures of the phases run only when named (node-usage, node-edge), after those.
+OPTIONAL_FIGURES: tuple[str, ...] = (
+    "usage_p99_s",
+    "usage_sustained_samples_per_s",
+    "worker_cpu_ms_per_sample",
+    "node_edge_cpu_ms_per_interval",
+    "node_edge_rss_mib",
 )
 
 
