@@ -8,7 +8,8 @@
    with the edges' producer settings;
 4. a live summary: records/s, the run's jobs in ``hpc-jobs`` by state and result, the
    worker's and the sink's consumer lag, dead letters;
-5. once every generated job is in the index and done (or after ``--timeout``): the counts
+5. once every generated job is in the index and done -- the long jobs (``--long-jobs``),
+   running since before the workload, running -- (or after ``--timeout``): the counts
    read back by result and cluster, the documents checked against the generator's ground
    truth, and where to point Grafana. Exit 0 when the index matches the truth, 1 if not.
 
@@ -82,13 +83,16 @@ class DemoOptions:
     logs: Path | None = None
     #: where the dashboards' preview goes; None = <logs>/preview
     preview: Path | None = None
-
+    #: jobs running since 1-2 hours before the workload and still at its end (the
+    #: overview's "now" panels: every other job ends before the demo does)
+    long_jobs: int = 6
 
     def spec(self) -> WorkloadSpec:
         extra = {} if self.start is None else {"start": self.start}
         return WorkloadSpec(seed=self.seed, jobs=self.jobs, rate=self.rate,
                             time_scale=self.time_scale, flux_clusters=self.flux_clusters,
-                            slurm_clusters=self.slurm_clusters, **extra)
+                            slurm_clusters=self.slurm_clusters, long_jobs=self.long_jobs,
+                            **extra)
 
 
 def parse_clusters(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -176,10 +180,14 @@ def publish_paced(records: Sequence[GeneratedRecord], publisher: RawPublisher, s
 class Monitor:
     """Gathers the live figures every REFRESH_S in a thread of its own."""
 
+    #: of ``ids``, the jobs still running at the workload's end (its long jobs)
+    running: int = 0
+
     def __init__(self, cfg: Config, ids: list[str], records: int,
-                 published: Callable[[], int]) -> None:
+                 published: Callable[[], int], *, running: int = 0) -> None:
         self.cfg = cfg
         self.ids = ids
+        self.running = running
         self.figures = LiveFigures(records=records, jobs=len(ids))
         self._published = published
         self._es = client(cfg, timeout=10.0)
@@ -231,12 +239,15 @@ class Monitor:
 
     @property
     def finished(self) -> bool:
-        """Every generated job is in the index, and done, and every record published has
-        been through the worker and the sink (no lag): a done job still gets a revision
-        when sacct reports its usage, seconds after the end, which the truth checks."""
+        """Every generated job is in the index, and done (those still running at the
+        workload's end: running), and every record published has been through the worker
+        and the sink (no lag): a done job still gets a revision when sacct reports its
+        usage, seconds after the end, which the truth checks."""
         f = self.figures
         c = f.counts
-        return (c.total >= len(self.ids) and c.of("state", "done") >= len(self.ids)
+        return (c.total >= len(self.ids)
+                and c.of("state", "done") >= len(self.ids) - self.running
+                and c.of("state", "running") >= self.running
                 and f.published >= f.records and set(f.lag) >= set(self._groups)
                 and all(f.lag[name] == 0 for name in self._groups))
 
@@ -316,7 +327,9 @@ def run_demo(cfg: Config, opts: DemoOptions, console: Console) -> int:
                          if opts.speed != 1 else ""))
         publisher = RawPublisher(cfg)
         ids = sorted(workload.truth)
-        monitor = Monitor(cfg, ids, len(records), lambda: publisher.sent).start()
+        monitor = Monitor(cfg, ids, len(records), lambda: publisher.sent,
+                          running=sum(t["state"] == "running"
+                                      for t in workload.truth.values())).start()
         cleanup.callback(monitor.stop)
         title = (f"seed {opts.seed} · {opts.jobs} jobs · "
                  f"{len(opts.flux_clusters) + len(opts.slurm_clusters)} clusters")
@@ -418,6 +431,11 @@ def _source_tree() -> Path | None:
               help="Publish this many times faster than real time.")
 @click.option("--clusters", default="flux:tioga,slurm:quartz", show_default=True,
               help="Clusters as scheduler:name, comma separated.")
+@click.option("--long-jobs", type=click.IntRange(0), default=DemoOptions.long_jobs,
+              show_default=True,
+              help="Jobs running since 1-2 hours before the workload and still at its end "
+                   "(idle, near their memory limit, idle GPUs, busy), for the overview's "
+                   "running-jobs panels.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=180.0, show_default=True,
               help="Seconds to wait after the last record for every job to be indexed.")
 @click.option("--start", type=float, default=None,
@@ -434,8 +452,8 @@ def _source_tree() -> Path | None:
                    "Ctrl-C), e.g. for Grafana.")
 @click.pass_context
 def demo(ctx: click.Context, seed: int, jobs: int | None, rate: float, duration: float,
-         time_scale: float, speed: float, clusters: str, timeout: float, start: float | None,
-         logs: Path | None, preview: Path | None, keep: bool) -> None:
+         time_scale: float, speed: float, clusters: str, long_jobs: int, timeout: float,
+         start: float | None, logs: Path | None, preview: Path | None, keep: bool) -> None:
     """The whole flow on the local stack: a synthetic Flux + Slurm workload, live.
 
     Starts the stack (or reuses a running one), the worker and the sink, publishes the
@@ -448,6 +466,6 @@ def demo(ctx: click.Context, seed: int, jobs: int | None, rate: float, duration:
                                                                          1),
                        rate=rate, time_scale=time_scale, speed=speed, flux_clusters=flux,
                        slurm_clusters=slurm, timeout=timeout, keep=keep, start=start,
-                       logs=logs, preview=preview)
+                       logs=logs, preview=preview, long_jobs=long_jobs)
     stop_on_signals()
     ctx.exit(run_demo(get_config(ctx), opts, Console()))

@@ -105,7 +105,8 @@ def final_report(counts: JobCounts, truth: Mapping[str, Mapping[str, Any]],
     def tally(name: str) -> dict[str, int]:
         out: dict[str, int] = {}
         for job in truth.values():
-            if name in job:
+            # a job still running has no result yet: the index counts none either
+            if job.get(name) is not None:
                 out[str(job[name])] = out.get(str(job[name]), 0) + 1
         return out
 

@@ -40,6 +40,24 @@ node's limit, GPU-busy over GPU seconds); a Slurm job keeps sacct's. The samples
 from a stream of their own and do not count towards Flux ids or tie order, so a seed's
 other records are unchanged; ``usage_interval_s=None`` sends none (the benchmark's feed).
 
+A centre always has jobs running when its monitoring begins, and some still run when one
+looks: ``long_jobs`` (off by default; the demo and the dashboards' check turn it on) adds
+that many (``LONG_JOBS``: Flux and Slurm, mostly idle, near their memory limit, with GPUs
+idle since their start, busy) which started 1 to 2 hours before ``start`` (real hours,
+not scaled: the GPU-idle panel's 15 minutes pass whatever ``time_scale``) and never end.
+What the edges deliver of their past comes first, due at ``start`` with the times it
+states (the Flux journal's backlog when the edge connects; the Slurm poller's first
+``squeue``, the job running); then their node samples, every interval on the same
+clock as every other job's, from ``start`` to the last record of the other jobs, none
+final (the edges sampled them all along: counters, idle streaks and intervals count from
+the jobs' start). The truth says they run: state ``running``, no result and no final usage
+(``usage_source`` None), ``usage_nodes`` their nodes. They draw from a stream of their
+own, are not counted (Flux ids, ties) and come after every other job is drawn, so the
+other records are the same with or without them; their Slurm ids are the ones just below
+those of jobs submitted from ``start`` on (Slurm numbers jobs in sequence, and a later run
+of the generator on the same stack starts above them), their Flux ids carry their submit
+time.
+
 Every record comes with the ids of the events it holds (:meth:`Workload.event_ids`),
 computed with :func:`~pipeline.core.model.make_event_id` from what the generator put in the
 record, not by parsing it: the parts each parser hashes are the ids' contract (stored
@@ -68,7 +86,9 @@ from pipeline.tooling.workload_records import (
     NodeJob,
     UsageLevels,
     env_bytes,
+    flux_jobspec,
     flux_pending,
+    flux_r,
     hostlist_text,
     iso_time,
     node_usage_series,
@@ -76,10 +96,11 @@ from pipeline.tooling.workload_records import (
     sacct_step,
     slurm_number,
     squeue_pending,
+    squeue_running,
     tres_entry,
 )
 
-__all__ = ["EventParts", "GeneratedRecord", "Workload", "WorkloadSpec"]
+__all__ = ["LONG_JOBS", "EventParts", "GeneratedRecord", "Workload", "WorkloadSpec"]
 
 USERS = [("alice", 1001, "physics"), ("bob", 1002, "chem"), ("carol", 1003, "bio"),
          ("dave", 1004, "physics"), ("erin", 1005, "climate"), ("frank", 1006, "chem"),
@@ -141,6 +162,32 @@ _FLUX_GPU_RANGES = {"idle": (0.0, 4.0), "busy": (40.0, 98.0)}
 _TASK_START_S = 0.01
 _MIB = 2**20
 
+#: The long jobs (``WorkloadSpec.long_jobs``), in this order: (scheduler, profile). On a
+#: workload without that scheduler's clusters, the other's. Profiles, by the overview's
+#: "now" panels they fill: ``idle`` (cores under 10 % busy), ``memory`` (memory at 90 %
+#: or more of the cgroup limit), ``gpu_idle`` (every GPU under 5 % from the start), and
+#: ``busy`` (CPU and GPUs busy: in none of them).
+LONG_JOBS: tuple[tuple[str, str], ...] = (
+    ("slurm", "idle"), ("slurm", "memory"), ("flux", "gpu_idle"), ("slurm", "gpu_idle"),
+    ("flux", "busy"), ("flux", "idle"))
+#: profile -> ranges of (CPU share, memory share of the allocation per node, GPU
+#: utilization in percent, or None: no GPU). The samples scatter CPU by 5 % and memory by
+#: 4 % around these, GPUs by 20 %: idle CPU stays under 8.4 %, memory over 91 % of the
+#: limit, idle GPUs under 4.8 %.
+_LONG_LEVELS: dict[str, tuple[tuple[float, float], tuple[float, float],
+                              tuple[float, float] | None]] = {
+    "idle": ((0.02, 0.08), (0.05, 0.2), None),
+    "memory": ((0.4, 0.7), (0.95, 0.98), None),
+    "gpu_idle": ((0.3, 0.6), (0.2, 0.5), (0.0, 4.0)),
+    "busy": ((0.85, 0.98), (0.3, 0.6), (60.0, 95.0)),
+}
+#: how long before the workload's start the long jobs started, and waited before that
+#: (seconds of real time: not scaled)
+LONG_JOB_AGE_S = (3600.0, 7200.0)
+LONG_JOB_WAIT_S = (30.0, 900.0)
+#: their time limit (a day: beyond any workload's end)
+LONG_JOB_LIMIT_MIN = 1440
+
 #: What identifies one event, in the order ``make_event_id`` hashes it: cluster, scheduler,
 #: job id, event name, timestamp (a float: the parsers read every time as one), then for
 #: Slurm the source family and what else tells two facts of one moment apart (the reason).
@@ -188,6 +235,8 @@ class WorkloadSpec:
     #: seconds between a running job's node samples, in the jobs' own time (scaled by
     #: time_scale like their waits and runs: the node edge's default 30 s); None: none
     usage_interval_s: float | None = 30.0
+    #: jobs running since before ``start`` and still at the end (``LONG_JOBS``, in turn)
+    long_jobs: int = 0
 
 
 class Workload:
@@ -201,11 +250,13 @@ class Workload:
         self._reasons = random.Random(f"{spec.seed}:pending-reasons")
         self._usage = random.Random(f"{spec.seed}:usage")
         self._node_usage = random.Random(f"{spec.seed}:node-usage")
+        self._long = random.Random(f"{spec.seed}:long-jobs")
         self._heap: list[tuple[float, int, int, GeneratedRecord]] = []
         self._events: dict[GeneratedRecord, dict[str, EventParts]] = {}
         self._n = 0
         self._aux = 0
         self._slurm_ids: dict[str, int] = {}
+        self._long_slurm_ids: dict[str, int] = {}
         self._build()
 
     def records(self) -> Iterator[GeneratedRecord]:
@@ -260,6 +311,10 @@ class Workload:
                 self._flux_job(cluster, t, outcome, user, uid, bank)
             else:
                 self._slurm_job(cluster, t, outcome, user, uid, bank)
+        # last: they sample up to the others' last record, and change none of them
+        end = max((entry[0] for entry in self._heap), default=spec.start)
+        for i in range(spec.long_jobs):
+            self._long_job(i, end)
 
     def _lifetimes(self, timelimit: float, outcome: str) -> tuple[float, float]:
         rng, scale = self._rng, self.spec.time_scale
@@ -294,17 +349,8 @@ class Workload:
         jobid = (int((t0 - ID_EPOCH) * 1000) + 1) << 22 | (self._n & 0x3FFFFF)
         name = rng.choice(["sim", "train", "analysis", "post", "mpi-run"])
         per_node_cores = max(cores // nodes, 1)
-        slot_with: list[dict[str, Any]] = [{"type": "core", "count": per_node_cores}]
-        if gpus:
-            slot_with.append({"type": "gpu", "count": gpus // nodes})
-        jobspec = {
-            "resources": [{"type": "node", "count": nodes, "with": [
-                {"type": "slot", "count": 1, "label": "task", "with": slot_with}]}],
-            "tasks": [{"command": [name], "slot": "task", "count": {"per_slot": 1}}],
-            "attributes": {"system": {"duration": timelimit, "cwd": f"/home/{user}/{name}",
-                                      "job": {"name": name}, "queue": queue, "bank": bank}},
-            "version": 1,
-        }
+        jobspec = flux_jobspec(name, user, queue, bank, nodes, per_node_cores, gpus // nodes,
+                               timelimit)
         cancelled_pending = outcome == "cancelled_pending"
         ta = t0 + wait
         events, reason = flux_pending(t0, ta, uid, jobid, cancelled_pending,
@@ -323,14 +369,7 @@ class Workload:
             return
         first_rank = rng.randrange(0, 64)
         hosts = [f"{cluster}-n{first_rank + i:03d}" for i in range(nodes)]
-        children: dict[str, str] = {"core": f"0-{per_node_cores - 1}"
-                                    if per_node_cores > 1 else "0"}
-        if gpus:
-            children["gpu"] = "0" if gpus // nodes == 1 else f"0-{gpus // nodes - 1}"
-        ranks = f"{first_rank}-{first_rank + nodes - 1}" if nodes > 1 else str(first_rank)
-        r_v1 = {"version": 1, "execution": {
-            "R_lite": [{"rank": ranks, "children": children}], "starttime": ta,
-            "expiration": ta + timelimit, "nodelist": [hostlist_text(hosts)]}}
+        r_v1 = flux_r(hosts, first_rank, per_node_cores, gpus // nodes, ta, timelimit)
         ts = ta + 0.05
         te = ts + run
         events += [(ta, "alloc", None), (ta + 0.01, "prolog-start", {"description": "prolog"}),
@@ -392,7 +431,10 @@ class Workload:
     def _flux_emit(self, cluster: str, jobid: int,
                    events: list[tuple[float, str, dict[str, Any] | None]],
                    jobspec: dict[str, Any], t_alloc: float | None,
-                   r_v1: dict[str, Any] | None) -> None:
+                   r_v1: dict[str, Any] | None, *, due: float | None = None,
+                   counted: bool = True) -> None:
+        """One journal response per event, due at the event's time or at ``due`` (a
+        backlog the edge reads when it connects)."""
         for ts, name, context in events:
             at = round(ts, 6)
             ev: dict[str, Any] = {"timestamp": at, "name": name}
@@ -403,10 +445,10 @@ class Workload:
                 response["jobspec"] = jobspec
             if name == "alloc" and r_v1 is not None:
                 response["R"] = r_v1
-            self._emit(GeneratedRecord(ts, cluster, "flux", "flux-journal",
-                                       job_key(cluster, str(jobid)),
+            self._emit(GeneratedRecord(ts if due is None else due, cluster, "flux",
+                                       "flux-journal", job_key(cluster, str(jobid)),
                                        json.dumps(response, separators=(",", ":")).encode()),
-                       [_flux_event(cluster, jobid, name, at)])
+                       [_flux_event(cluster, jobid, name, at)], counted=counted)
 
     # -- Slurm --------------------------------------------------------------------------
 
@@ -537,19 +579,129 @@ class Workload:
                 truth["usage_nodes"] = len(series)
         self.truth[key] = truth
 
+    # -- long jobs ----------------------------------------------------------------------
+
+    def _long_job(self, i: int, end: float) -> None:
+        """The ``i``-th long job (``LONG_JOBS``): running since 1 to 2 hours before the
+        workload's start, its past delivered at the start, sampled up to ``end`` (the
+        other jobs' last record) and still running then."""
+        rng, spec = self._long, self.spec
+        scheduler, profile = LONG_JOBS[i % len(LONG_JOBS)]
+        clusters = {"flux": spec.flux_clusters, "slurm": spec.slurm_clusters}
+        if not clusters[scheduler]:
+            scheduler = "slurm" if scheduler == "flux" else "flux"
+        if not clusters[scheduler]:
+            return
+        cluster = clusters[scheduler][i % len(clusters[scheduler])]
+        user, uid, bank = rng.choice(USERS)
+        cpu, mem, gpu = _LONG_LEVELS[profile]
+        nodes = rng.choice([1, 2, 4])
+        per_node_gpus = rng.choice([1, 2, 4]) if gpu else 0
+        levels = UsageLevels(rng.uniform(*cpu), rng.uniform(*mem),
+                             rng.uniform(*gpu) if gpu else 0.0)
+        t_start = spec.start - rng.uniform(*LONG_JOB_AGE_S)
+        t_submit = t_start - rng.uniform(*LONG_JOB_WAIT_S)
+        name = "train" if per_node_gpus else rng.choice(["sim", "analysis", "mpi-run"])
+        first = rng.randrange(0, 64)
+        cores, gpus = nodes * CORES_PER_NODE, nodes * per_node_gpus
+        if scheduler == "flux":
+            jobid, hosts, begin, truth = self._long_flux(
+                cluster, i, t_submit, t_start, first, nodes, per_node_gpus, name, user, uid,
+                bank)
+        else:
+            jobid, hosts, begin, truth = self._long_slurm(
+                cluster, int(t_submit), int(t_start), first, nodes, per_node_gpus, name, user,
+                uid, bank)
+        # running: no result, exit code or final usage yet, nor whether it was cancelled
+        # before it started (the end says)
+        truth.update(state="running", result=None, exit_code=None, pending_reason=None,
+                     cancelled_before_start=None, nnodes=nodes, ncores=cores, ngpus=gpus,
+                     nodelist=hosts, long_job_profile=profile, **_NO_USAGE)
+        if spec.usage_interval_s is not None:
+            # the node's memory limit: Slurm's cgroup, the job's cores' share; a Flux job's
+            # systemd unit cgroup (a process reader would know no limit, and the memory
+            # panel none of its memory)
+            series = self._node_samples(
+                cluster, scheduler, jobid, hosts, CORES_PER_NODE, per_node_gpus,
+                CORES_PER_NODE * MEM_PER_CPU_MB if scheduler == "slurm" else None, levels,
+                begin, end, rng=rng, since=spec.start, final=False,
+                reader="cgroup-v2" if scheduler == "flux" else None)
+            truth["usage_nodes"] = sum(1 for samples in series if samples) or None
+        self.truth[job_key(cluster, str(jobid))] = truth
+
+    def _long_flux(self, cluster: str, i: int, t_submit: float, t_start: float, first: int,
+                   nodes: int, per_node_gpus: int, name: str, user: str, uid: int, bank: str
+                   ) -> tuple[int, list[str], float, dict[str, Any]]:
+        """A long Flux job's journal, every event of it due at the workload's start (the
+        journal's backlog); its id, hosts, tasks' start and truth so far. Its id's
+        generator bits count down from the top, where no other job's are."""
+        jobid = (int((t_submit - ID_EPOCH) * 1000) + 1) << 22 | (0x3FFFFF - i)
+        queue = "debug" if per_node_gpus else "batch"
+        limit = float(LONG_JOB_LIMIT_MIN * 60)
+        hosts = [f"{cluster}-n{first + k:03d}" for k in range(nodes)]
+        events, _ = flux_pending(t_submit, t_start, uid, jobid, False, "plain")
+        events += [(t_start, "alloc", None),
+                   (t_start + 0.01, "prolog-start", {"description": "prolog"}),
+                   (t_start + 0.04, "prolog-finish", {"description": "prolog", "status": 0}),
+                   (t_start + 0.05, "start", None)]
+        self._flux_emit(cluster, jobid, events,
+                        flux_jobspec(name, user, queue, bank, nodes, CORES_PER_NODE,
+                                     per_node_gpus, limit), t_start,
+                        flux_r(hosts, first, CORES_PER_NODE, per_node_gpus, t_start, limit),
+                        due=self.spec.start, counted=False)
+        truth = {"cluster": cluster, "scheduler": "flux", "job_id": str(jobid),
+                 "job_id_f58": f58_encode(jobid), "uid": uid, "bank": bank, "queue": queue,
+                 "job_name": name}
+        return jobid, hosts, t_start + 0.05, truth
+
+    def _long_slurm(self, cluster: str, t_submit: int, t_start: int, first: int, nodes: int,
+                    per_node_gpus: int, name: str, user: str, uid: int, bank: str
+                    ) -> tuple[int, list[str], float, dict[str, Any]]:
+        """A long Slurm job as the poller's first ``squeue`` shows it, due at the
+        workload's start: running, with its submit and start times; its id (the ones just
+        below those the start gives: Slurm numbers jobs in sequence), hosts, start and
+        truth so far."""
+        spec = self.spec
+        below = self._long_slurm_ids[cluster] = self._long_slurm_ids.get(cluster, 0) + 1
+        jobid = 1000 + int((spec.start - ID_EPOCH) * SLURM_IDS_PER_S) - below
+        partition = "gpu" if per_node_gpus else "long"
+        cores, gpus = nodes * CORES_PER_NODE, nodes * per_node_gpus
+        hosts = [f"{cluster}-c{first + k:03d}" for k in range(nodes)]
+        tres_req = f"cpu={cores},mem={cores * MEM_PER_CPU_MB}M,node={nodes},billing={cores}" \
+            + (f",gres/gpu={gpus}" if gpus else "")
+        self._emit(GeneratedRecord(spec.start, cluster, "slurm", "slurm-squeue",
+                                   job_key(cluster, str(jobid)),
+                                   squeue_running(cluster, jobid, name, user, uid, bank,
+                                                  partition, "normal", t_submit, t_start,
+                                                  LONG_JOB_LIMIT_MIN, hosts, cores, gpus,
+                                                  tres_req)),
+                   [_slurm_event(cluster, jobid, "submit", t_submit, "squeue"),
+                    _slurm_event(cluster, jobid, "eligible", t_submit, "squeue"),
+                    _slurm_event(cluster, jobid, "start", t_start, "squeue")], counted=False)
+        truth = {"cluster": cluster, "scheduler": "slurm", "job_id": str(jobid), "user": user,
+                 "uid": uid, "bank": bank, "queue": partition, "qos": "normal",
+                 "job_name": name}
+        return jobid, hosts, float(t_start), truth
+
     # -- node samples -------------------------------------------------------------------
 
     def _node_samples(self, cluster: str, scheduler: str, jobid: int, hosts: list[str],
                       cores: int, gpus: int, limit_mb: int | None, levels: UsageLevels,
-                      begin: float, end: float) -> list[list[dict[str, Any]]]:
+                      begin: float, end: float, *, rng: random.Random | None = None,
+                      reader: str | None = None, since: float | None = None,
+                      final: bool = True) -> list[list[dict[str, Any]]]:
         """Emit the node-usage records of a job whose tasks run from ``begin`` to ``end``
         on ``hosts`` (``cores`` and ``gpus`` on each; ``limit_mb``: its memory per node,
         the cgroup limit; None: as much as its cores' share) and return each node's
-        payloads. Not counted: Flux ids and tie order stay as they were."""
-        rng, spec = self._node_usage, self.spec
+        payloads. Not counted: Flux ids and tie order stay as they were. ``rng`` (default:
+        the node samples' stream), ``reader`` (default: drawn), ``since`` and ``final``:
+        the long jobs' (``node_usage_series``)."""
+        spec = self.spec
+        rng = self._node_usage if rng is None else rng
         assert spec.usage_interval_s is not None
         interval = spec.usage_interval_s * spec.time_scale
-        reader = pick_weighted(rng, NODE_READERS[scheduler])
+        if reader is None:
+            reader = pick_weighted(rng, NODE_READERS[scheduler])
         base_mb = limit_mb if limit_mb is not None else cores * MEM_PER_CPU_MB
         key = job_key(cluster, str(jobid))
         seen_id = f58_encode(jobid) if scheduler == "flux" else str(jobid)
@@ -562,7 +714,8 @@ class Workload:
                           gpus=gpus, mem_limit_bytes=base_mb * _MIB if reader != "procs"
                           else None, mem_base_bytes=base_mb * _MIB,
                           gpu_uuid=f"GPU-{_edge_run(spec.seed, cluster, host, 'gpu')}")
-            series = node_usage_series(rng, job, levels, begin, end, interval)
+            series = node_usage_series(rng, job, levels, begin, end, interval, since=since,
+                                       final=final)
             for sample in series:
                 self._emit(GeneratedRecord(sample["sampled_at"], cluster, scheduler,
                                            "node-usage", key,

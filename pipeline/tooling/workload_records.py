@@ -1,7 +1,7 @@
 """The shapes of the raw records the synthetic workload writes (pure builders).
 
-Slurm's ``{set, infinite, number}`` integers and TRES lists, sacct steps, a pending
-``squeue --json`` job, a Flux job's pending journal events, hook environments and node
+Slurm's ``{set, infinite, number}`` integers and TRES lists, sacct steps, a pending (or
+running) ``squeue --json`` job, a Flux job's pending journal events, hook environments and node
 lists, and the node edge's ``node-usage`` samples of a job on one node over its run: what
 :class:`pipeline.tooling.workload.Workload` fills with the jobs it draws. Apart from it so
 the workload reads as the jobs' story and these as the sources' formats.
@@ -10,6 +10,7 @@ the workload reads as the jobs' story and these as the sources' formats.
 from __future__ import annotations
 
 import json
+import math
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,7 +23,9 @@ __all__ = [
     "NodeJob",
     "UsageLevels",
     "env_bytes",
+    "flux_jobspec",
     "flux_pending",
+    "flux_r",
     "hostlist_text",
     "iso_time",
     "node_usage_series",
@@ -30,6 +33,7 @@ __all__ = [
     "pick_weighted",
     "sacct_step",
     "squeue_pending",
+    "squeue_running",
     "tres_entry",
 ]
 
@@ -96,6 +100,36 @@ def flux_pending(t0: float, ta: float, uid: int, jobid: int, cancelled: bool, ho
     return events, "resources"
 
 
+def flux_jobspec(name: str, user: str, queue: str, bank: str, nodes: int, per_node_cores: int,
+                 per_node_gpus: int, duration: float) -> dict[str, Any]:
+    """A Flux job's jobspec (RFC 25, version 1): ``nodes`` nodes of one task slot each."""
+    slot_with: list[dict[str, Any]] = [{"type": "core", "count": per_node_cores}]
+    if per_node_gpus:
+        slot_with.append({"type": "gpu", "count": per_node_gpus})
+    return {
+        "resources": [{"type": "node", "count": nodes, "with": [
+            {"type": "slot", "count": 1, "label": "task", "with": slot_with}]}],
+        "tasks": [{"command": [name], "slot": "task", "count": {"per_slot": 1}}],
+        "attributes": {"system": {"duration": duration, "cwd": f"/home/{user}/{name}",
+                                  "job": {"name": name}, "queue": queue, "bank": bank}},
+        "version": 1,
+    }
+
+
+def flux_r(hosts: list[str], first_rank: int, per_node_cores: int, per_node_gpus: int,
+           starttime: float, duration: float) -> dict[str, Any]:
+    """The R (RFC 20, version 1) of a job on ``hosts``, ranks from ``first_rank`` on."""
+    children: dict[str, str] = {"core": f"0-{per_node_cores - 1}"
+                                if per_node_cores > 1 else "0"}
+    if per_node_gpus:
+        children["gpu"] = "0" if per_node_gpus == 1 else f"0-{per_node_gpus - 1}"
+    nodes = len(hosts)
+    ranks = f"{first_rank}-{first_rank + nodes - 1}" if nodes > 1 else str(first_rank)
+    return {"version": 1, "execution": {
+        "R_lite": [{"rank": ranks, "children": children}], "starttime": starttime,
+        "expiration": starttime + duration, "nodelist": [hostlist_text(hosts)]}}
+
+
 def iso_time(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
@@ -117,16 +151,43 @@ def squeue_pending(cluster: str, jobid: int, name: str, user: str, uid: int, ban
                     cores: int, tres_req: str, reason: str) -> bytes:
     """A ``squeue --json`` (data_parser v0.0.38, Slurm 22.05) document with one pending job
     waiting for ``reason``."""
-    job = {
+    job = _squeue_job(cluster, jobid, name, user, uid, bank, partition, qos, t_submit,
+                      limit_min, nodes, cores, tres_req)
+    job.update(job_state="PENDING", state_reason=reason)
+    return _squeue_doc(job)
+
+
+def squeue_running(cluster: str, jobid: int, name: str, user: str, uid: int, bank: str,
+                    partition: str, qos: str, t_submit: int, t_start: int, limit_min: int,
+                    hosts: list[str], cores: int, gpus: int, tres_req: str) -> bytes:
+    """The same document with one job running on ``hosts`` since ``t_start``: what the
+    poller's first poll shows of a job that started before it (its end time is the one its
+    limit sets, as squeue states it while the job runs)."""
+    job = _squeue_job(cluster, jobid, name, user, uid, bank, partition, qos, t_submit,
+                      limit_min, len(hosts), cores, tres_req)
+    job.update(job_state="RUNNING", state_reason="None", nodes=hostlist_text(hosts),
+               start_time=t_start, end_time=t_start + limit_min * 60,
+               tres_alloc_str=f"cpu={cores},node={len(hosts)},billing={cores}"
+               + (f",gres/gpu={gpus}" if gpus else ""))
+    return _squeue_doc(job)
+
+
+def _squeue_job(cluster: str, jobid: int, name: str, user: str, uid: int, bank: str,
+                partition: str, qos: str, t_submit: int, limit_min: int, nodes: int,
+                cores: int, tres_req: str) -> dict[str, Any]:
+    return {
         "account": bank, "array_job_id": 0, "array_task_id": None, "array_task_string": "",
         "cluster": cluster, "cpus": cores, "eligible_time": t_submit, "end_time": 0,
         "exit_code": 0, "group_id": uid, "group_name": user, "job_id": jobid,
         "job_state": "PENDING", "name": name, "nodes": "", "node_count": nodes,
         "partition": partition, "qos": qos, "restart_cnt": 0, "start_time": 0,
-        "state_reason": reason, "submit_time": t_submit, "time_limit": limit_min,
+        "state_reason": "None", "submit_time": t_submit, "time_limit": limit_min,
         "tres_req_str": tres_req, "user_id": uid, "user_name": user, "het_job_id": 0,
         "het_job_offset": 0, "current_working_directory": f"/home/{user}/{name}",
     }
+
+
+def _squeue_doc(job: dict[str, Any]) -> bytes:
     doc = {"meta": {"plugin": {"type": "openapi/v0.0.38", "name": "Slurm OpenAPI v0.0.38"},
                     "Slurm": {"version": {"major": 22, "micro": 8, "minor": 5},
                               "release": "22.05.8"}},
@@ -177,42 +238,76 @@ class UsageLevels:
     gpu: float
 
 
-def _sample_times(rng: random.Random, begin: float, end: float, interval: float
-                  ) -> list[float]:
+def _sample_times(rng: random.Random, begin: float, end: float, interval: float, *,
+                  since: float | None = None, final: bool = True
+                  ) -> tuple[float, float | None, list[float]]:
     """When the edge samples a job running from ``begin`` to ``end``: at its own ticks,
     ``interval`` apart from a phase the job does not choose, then once at the end (the
-    final record). Milliseconds, as an edge's clock is read."""
+    final record) unless the job is still running there (``final=False``). Milliseconds,
+    as an edge's clock is read. Returns the first tick, the last tick before ``since``
+    (None: none; the ticks before it are not listed) and the ticks listed."""
     times: list[float] = []
-    t = begin + rng.uniform(0.0, interval)
+    t = first = begin + rng.uniform(0.0, interval)
+    before = None
+    if since is not None and t < since:
+        # jumped to, not stepped through: a job that ran hours before the records at a
+        # scaled interval has hundreds of thousands of ticks there
+        t += max(math.ceil((since - t) / interval) - 1, 0) * interval
+        while t < since:
+            t += interval
+        before = round(t - interval, 3)
     while round(t, 3) < round(end, 3):
         times.append(round(t, 3))
         t += interval
-    times.append(round(end, 3))
-    return times
+    if final:
+        times.append(round(end, 3))
+    return round(first, 3), before, times
 
 
 def node_usage_series(rng: random.Random, job: NodeJob, levels: UsageLevels, begin: float,
-                      end: float, interval: float) -> list[dict[str, Any]]:
+                      end: float, interval: float, *, since: float | None = None,
+                      final: bool = True) -> list[dict[str, Any]]:
     """The payloads (decoded) the node edge sends for ``job`` on its node while it runs
     from ``begin`` (its tasks start) to ``end`` (its tasks end): cumulative counters
     (CPU, the kernel's or the edge's memory peak, GPU-busy and GPU seconds) that never go
     back, what it holds now scattered around ``levels``, the last one ``final``. Memory
     grows to its peak over the first half of the run. Counters are rounded to
     milliseconds as sent, and each interval's figures are differences of the rounded
-    counters, so the payloads agree with themselves exactly."""
+    counters, so the payloads agree with themselves exactly.
+
+    A job that ran before the records begin and runs on after them (the workload's long
+    jobs): ``since`` leaves out the samples before it (the edge took them, from the job's
+    start on, but they are not among the records) and ``final=False`` sends no final
+    sample, the job still running at ``end``. The counters then start from what the
+    samples left out would have summed at the levels themselves (CPU from the start,
+    GPU time from the edge's first tick, the memory trend's peak), the first interval
+    is the one since the last tick left out, and GPUs whose level keeps every reading
+    under the idle line have been idle since the first tick."""
     out: list[dict[str, Any]] = []
     cpu = 0.0  # the job's CPU seconds on the node, unrounded
     peak = 0
     busy_s = gpu_s = 0.0
     idle_since: float | None = None
-    prev: dict[str, Any] | None = None
     run = max(end - begin, 1e-3)
     cgroup = job.reader != "procs"
-    times = _sample_times(rng, begin, end, interval)
+    first, prev_t, times = _sample_times(rng, begin, end, interval, since=since, final=final)
+    # the edge's previous sample of the job (sent or not): its time and CPU counter
+    prev_cpu_s = 0.0
+    if prev_t is not None:
+        cpu = min(1.0, levels.cpu) * job.cores * (prev_t - begin)
+        prev_cpu_s = round(cpu, 3)
+        trend = levels.mem * job.mem_base_bytes * min(1.0, 0.5 + (prev_t - begin) / run)
+        peak = int(trend) if cgroup else int(trend * 0.96)
+        busy_s = min(100.0, levels.gpu) / 100 * job.gpus * (prev_t - first)
+        gpu_s = float(job.gpus * (prev_t - first))
+        if job.gpus and round(min(100.0, levels.gpu * 1.2), 1) < GPU_IDLE_PCT:
+            idle_since = first
     for i, t in enumerate(times):
-        dt = None if prev is None else round(t - prev["sampled_at"], 3)
+        dt = None if prev_t is None else round(t - prev_t, 3)
         rate = min(1.0, max(0.0, levels.cpu * rng.uniform(0.95, 1.05)))
-        cpu += rate * job.cores * (t - (begin if prev is None else prev["sampled_at"]))
+        # a first tick read to the millisecond can fall just before the tasks' start:
+        # no CPU then (a counter is never negative)
+        cpu += rate * job.cores * max(0.0, t - (begin if prev_t is None else prev_t))
         cpu_s = round(cpu, 3)
         trend = levels.mem * job.mem_base_bytes * min(1.0, 0.5 + (t - begin) / run)
         mem = int(trend * rng.uniform(0.96, 1.0))
@@ -227,13 +322,13 @@ def node_usage_series(rng: random.Random, job: NodeJob, levels: UsageLevels, beg
         idle_since = (idle_since if idle_since is not None else t) if idle else None
         user_s = round(cpu_s * 0.9, 3)
         rss = int(mem * 0.9) if cgroup else mem
-        final = i == len(times) - 1
-        sample: dict[str, Any] = {
+        last = final and i == len(times) - 1
+        out.append({
             "v": 1, "scheduler": job.scheduler, "job_id": job.job_id, "node": job.node,
             "reader": job.reader, "sampled_at": t, "epoch": job.epoch, "run": job.run,
             "cpu_s": cpu_s, "cpu_user_s": user_s, "cpu_system_s": round(cpu_s - user_s, 3),
             "interval_s": dt,
-            "cpu_interval_s": None if prev is None else round(cpu_s - prev["cpu_s"], 3),
+            "cpu_interval_s": None if prev_t is None else round(cpu_s - prev_cpu_s, 3),
             "mem_bytes": mem, "mem_peak_bytes": peak, "mem_rss_bytes": rss,
             "mem_file_bytes": mem - rss if cgroup else None,
             "mem_limit_bytes": job.mem_limit_bytes, "processes": 2,
@@ -242,9 +337,8 @@ def node_usage_series(rng: random.Random, job: NodeJob, levels: UsageLevels, beg
                       "mem_total_bytes": GPU_MEM_TOTAL_BYTES}
                      for g, u in enumerate(utils)],
             "gpu_busy_s": round(busy_s, 3), "gpu_s": round(gpu_s, 3),
-            "gpu_idle_since": idle_since, "final": final,
-            "reason": ("cgroup removed" if cgroup else "no process left") if final else None,
-        }
-        out.append(sample)
-        prev = sample
+            "gpu_idle_since": idle_since, "final": last,
+            "reason": ("cgroup removed" if cgroup else "no process left") if last else None,
+        })
+        prev_t, prev_cpu_s = t, cpu_s
     return out

@@ -30,14 +30,17 @@ from pipeline.sink.names import Family, alias_name
 from pipeline.sink.templates import ensure_indices
 from pipeline.tooling.workload import WorkloadSpec
 
-#: Targets the workload has no data for: it makes no preemption or requeue, every
-#: prolog and epilog succeeds, and no job runs longer than 15 minutes (the longest time
-#: limit), so none has had idle GPUs for that long.
+#: Targets the workload has no data for: it makes no preemption or requeue, and every
+#: prolog and epilog succeeds. (The GPU-idle panel has its long jobs: running since 1-2
+#: hours before the workload, two of them with GPUs idle all along.)
 NO_DATA_IN_WORKLOAD = {
     ("Exceptions, preemptions and requeues", "C"),
     ("Prolog and epilog duration", "B"),
-    ("GPU jobs idle for $gpu_idle_min minutes, by user", "A"),
 }
+#: The workload's long jobs (WorkloadSpec.long_jobs, the demo's default): running since
+#: before it and at "now", idle, near their memory limit, with idle GPUs or busy
+LONG_JOBS = 6
+GPU_IDLE = "GPU jobs idle for $gpu_idle_min minutes, by user"
 
 JOB_BOARD = "jobstream: job details"
 #: The job dashboard's targets, all empty until a job id is given: the id is matched as a
@@ -55,9 +58,11 @@ def run_check(cfg: Config, *args: str) -> Result:
 
 @pytest.fixture
 def indexed(stack_cfg: Config, es: Elasticsearch) -> Indexed:
-    # 540 jobs over the last 30 minutes: at "now" some wait, some run, most are done
+    # 540 jobs over the last 30 minutes: at "now" some wait, some run, most are done; and
+    # the long jobs, running since 1-2 hours before
     now = time.time()
-    data = pipeline_output(WorkloadSpec(seed=11, jobs=540, rate=0.3, start=now - 1800), now)
+    data = pipeline_output(WorkloadSpec(seed=11, jobs=540, rate=0.3, start=now - 1800,
+                                        long_jobs=LONG_JOBS), now)
     states = data.states()
     assert states["pending"] and states["running"] and states["done"]
     index_all(es, stack_cfg.elasticsearch.index_prefix, data)
@@ -121,6 +126,8 @@ def test_every_shipped_panel_is_ok_and_shows_data(stack_cfg: Config, indexed: In
                                                     or d["gpu_util_pct"] < 10)]
     assert hits("GPU jobs with idle GPUs, by user") == len(idle_gpu)
     assert {d["gpu_util_pct"] is None for d in idle_gpu} == {True, False}
+    # the long jobs whose GPUs idle since their start, more than 15 minutes ago
+    assert hits(GPU_IDLE) >= 2
 
     # Without a job id the job dashboard shows nothing (not some jobs), the rest the same.
     result = run_check(stack_cfg, "--json", "--strict")
@@ -137,8 +144,8 @@ def test_every_shipped_panel_is_ok_and_shows_data(stack_cfg: Config, indexed: In
 
 
 def test_the_range_and_panel_overrides_apply(stack_cfg: Config, indexed: Indexed) -> None:
-    # Before the workload began nothing exists; a panel with its own "last 30 days"
-    # still sees the jobs running now.
+    # Before the workload began no job ended (the long jobs only started); a panel with
+    # its own "last 30 days" still sees the jobs running now.
     now_ms = int(time.time() * 1000)
     result = run_check(stack_cfg, "--json", "--from", str(now_ms - 86_400_000),
                        "--to", str(now_ms - 3_600_000))

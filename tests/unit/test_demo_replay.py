@@ -126,3 +126,35 @@ def test_the_demo_waits_for_the_records_after_the_jobs_are_done() -> None:
     assert not monitor.finished
     monitor.figures = figures(10, {"worker": 0, "sink": 0})
     assert monitor.finished
+
+
+def test_the_demo_waits_for_its_long_jobs_to_be_running_not_done() -> None:
+    # the long jobs (DemoOptions.long_jobs) still run at the end: the demo is finished
+    # when the others are done and they run, not after its timeout
+    from pipeline.tooling.demo import Monitor
+
+    monitor = object.__new__(Monitor)
+    monitor.ids = ["c:1", "c:2", "c:3"]
+    monitor.running = 1
+    monitor._groups = {"worker": ("app", ["raw"])}
+
+    def figures(**states: int) -> LiveFigures:
+        return LiveFigures(records=10, published=10, jobs=3, lag={"worker": 0},
+                           counts=JobCounts(total=3, by={"state": states}))
+
+    monitor.figures = figures(done=2, running=1)
+    assert monitor.finished
+    monitor.figures = figures(done=1, running=2)
+    assert not monitor.finished
+    monitor.figures = figures(done=2, pending=1)
+    assert not monitor.finished
+    assert DemoOptions().long_jobs == 6 and DemoOptions(long_jobs=0).spec().long_jobs == 0
+
+
+def test_final_report_counts_no_result_for_a_running_job() -> None:
+    truth = {"c:1": {"result": "completed", "cluster": "c"},
+             "c:2": {"result": None, "cluster": "c", "state": "running"}}
+    counts = JobCounts(2, {"result": {"completed": 1}, "cluster": {"c": 2}})
+    text = _text(final_report(counts, truth, Comparison(expected=2, documents=2,
+                                                        key_matches=2, full_matches=2), 1.0))
+    assert "None" not in text

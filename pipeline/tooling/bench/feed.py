@@ -37,13 +37,13 @@ EVENTS_PER_JOB = 14.2
 def workload_spec(seed: int, jobs: int, event_rate: float, time_scale: float,
                   start: float | None = None) -> WorkloadSpec:
     """A workload whose jobs arrive as fast as ``event_rate`` canonical events/s needs.
-    Without node samples: the bench's figures (events per job, rates) are the scheduler
-    events' own."""
+    Without node samples or long jobs: the bench's figures (events per job, rates) are
+    the scheduler events' own."""
     return WorkloadSpec(seed=seed, jobs=jobs, rate=max(event_rate / EVENTS_PER_JOB, 0.01),
                         time_scale=time_scale, flux_clusters=("bench-flux",),
                         slurm_clusters=("bench-slurm",),
                         start=float(int(time.time())) if start is None else start,
-                        usage_interval_s=None)
+                        usage_interval_s=None, long_jobs=0)
 
 
 def raw_record(rec: GeneratedRecord) -> RawRecord:
