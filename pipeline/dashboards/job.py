@@ -76,6 +76,9 @@ _USAGE_SERIES = (
      "driver), the mean of a time bucket's samples"),
 )
 _USAGE = f"event:usage AND {JOB}"
+#: The lifecycle without the node samples: a long job has hundreds of them per node, which
+#: would push its events out of the 500 lines, and the usage panels draw them
+_LIFECYCLE = f"{JOB} AND NOT event:usage"
 
 
 def _usage_panel(title: str, field: str, kind: str, unit: str, what: str) -> dict[str, Any]:
@@ -120,12 +123,13 @@ def build() -> dict[str, Any]:
     grid.add(*(_usage_panel(*series) for series in _USAGE_SERIES))
     grid.add(
         panel("logs", "Event timeline", [
-            es_target(EVENTS, "A", query=JOB, metrics=[metric("logs", limit="500")]),
+            es_target(EVENTS, "A", query=_LIFECYCLE, metrics=[metric("logs", limit="500")]),
         ], w=12, h=14, field_config={"noValue": _NO_JOB},
             options={"showTime": True, "sortOrder": "Ascending", "wrapLogMessage": True,
                      "enableLogDetails": True, "dedupStrategy": "none"},
-            description="Every canonical event of the job, oldest first; open one for its "
-                        "source, context and facts."),
+            description="Every canonical event of the job but its node samples (drawn in "
+                        "the usage panels), oldest first; open one for its source, context "
+                        "and facts."),
         panel("table", "Job document", [
             es_target(JOBS_BY_SUBMIT, "A", query=JOB,
                       metrics=[metric("raw_data", size=str(_DOCUMENTS))]),
@@ -136,7 +140,8 @@ def build() -> dict[str, Any]:
     )
     grid.add(
         panel("table", "Events", [
-            es_target(EVENTS, "A", query=JOB, metrics=[metric("raw_data", size="500")]),
+            es_target(EVENTS, "A", query=_LIFECYCLE,
+                      metrics=[metric("raw_data", size="500")]),
         ], w=24, h=10, field_config={"noValue": _NO_JOB},
             transformations=[
                 {"id": "organize", "options": {

@@ -146,6 +146,8 @@ class JobFold:
                 self.cluster, self.scheduler, self.job_id):
             raise ValueError(f"event of {event.scheduler} job {event.key} added to the fold "
                              f"of {self.scheduler} job {self.key}")
+        if event.job_id_f58 and (self.job_id_f58 is None or event.job_id_f58 < self.job_id_f58):
+            self.job_id_f58 = event.job_id_f58
         if event.event == USAGE_EVENT:
             # a node sample: folded into the job's usage, never kept as an event
             # (pipeline.fold.usage: the latest sample of each counter holds everything)
@@ -188,8 +190,6 @@ class JobFold:
         fps.add(fp)
         self._annotations.dropped += posted[1]
         self._json.pop(event.event_id, None)
-        if event.job_id_f58 and (self.job_id_f58 is None or event.job_id_f58 < self.job_id_f58):
-            self.job_id_f58 = event.job_id_f58
         return True
 
     def _make_room(self, ev: JobEvent) -> bool:

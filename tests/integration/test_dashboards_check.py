@@ -28,6 +28,7 @@ from pipeline.dashboards.grafana_time import TimeRange
 from pipeline.runtime.config import Config
 from pipeline.sink.names import Family, alias_name
 from pipeline.sink.templates import ensure_indices
+from pipeline.tooling.demo import DemoOptions
 from pipeline.tooling.workload import WorkloadSpec
 
 #: Targets the workload has no data for: it makes no preemption or requeue, and every
@@ -39,7 +40,7 @@ NO_DATA_IN_WORKLOAD = {
 }
 #: The workload's long jobs (WorkloadSpec.long_jobs, the demo's default): running since
 #: before it and at "now", idle, near their memory limit, with idle GPUs or busy
-LONG_JOBS = 6
+LONG_JOBS = DemoOptions().long_jobs
 GPU_IDLE = "GPU jobs idle for $gpu_idle_min minutes, by user"
 
 JOB_BOARD = "jobstream: job details"
@@ -110,8 +111,9 @@ def test_every_shipped_panel_is_ok_and_shows_data(stack_cfg: Config, indexed: In
     # event documents are one per event id: a job polled twice states some events twice
     assert hits("Exceptions, preemptions and requeues") == len(
         {e.event_id for e in indexed.events if e.event == "exception"})
+    # its lifecycle: the node samples are drawn in the usage panels
     assert hits("Events", board=JOB_BOARD) == len(
-        {e.event_id for e in indexed.events if e.job_id == job["job_id"]})
+        {e.event_id for e in indexed.events if e.job_id == job["job_id"] and e.event != "usage"})
     assert hits("Job document", board=JOB_BOARD) == sum(d["job_id"] == job["job_id"]
                                                         for d in indexed.jobs)
     # Efficiency: the weighted means' denominators sum only jobs with the efficiency;
@@ -258,8 +260,8 @@ def _job_documents(es: Elasticsearch, prefix: str, board: dict[str, Any],
 def test_the_drill_down_selects_one_job_by_either_id(stack_cfg: Config, es: Elasticsearch,
                                                      indexed: Indexed) -> None:
     flux = _a_done_flux_job(indexed)
-    events = len({e.event_id for e in indexed.events
-                  if e.job_id == flux["job_id"] and e.cluster == flux["cluster"]})
+    events = len({e.event_id for e in indexed.events if e.job_id == flux["job_id"]
+                  and e.cluster == flux["cluster"] and e.event != "usage"})
     board = next(b for b in render.dashboards() if b["uid"] == "jobstream-job")
     prefix = stack_cfg.elasticsearch.index_prefix
     now_ms = int(time.time() * 1000)

@@ -29,6 +29,7 @@ from pipeline.dashboards.datasources import JOBS_BY_SUBMIT
 from pipeline.dashboards.grafana_time import TimeRange
 from pipeline.dashboards.preview.previewer import Previewer
 from pipeline.runtime.config import Config
+from pipeline.tooling.demo import DemoOptions
 from pipeline.tooling.workload import WorkloadSpec
 
 pytestmark = pytest.mark.integration
@@ -36,8 +37,11 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def indexed(stack_cfg: Config, es: Elasticsearch) -> Indexed:
+    # with the demo's long jobs, running since hours before: the overview's "now" panels
+    # and its GPUs idle for 15 minutes have data
     now = time.time()
-    data = pipeline_output(WorkloadSpec(seed=11, jobs=540, rate=0.3, start=now - 1800), now)
+    data = pipeline_output(WorkloadSpec(seed=11, jobs=540, rate=0.3, start=now - 1800,
+                                        long_jobs=DemoOptions().long_jobs), now)
     index_all(es, stack_cfg.elasticsearch.index_prefix, data)
     return data
 

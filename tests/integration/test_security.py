@@ -202,7 +202,8 @@ def test_the_flow_on_secured_services_leaks_no_secret(secured: Secured, tmp_path
     cfg = own_names(secured.cfg, tmp_path).replace(cluster="flux-a")
     workload = Workload(WorkloadSpec(seed=31, jobs=30, rate=5.0, time_scale=0.05,
                                      flux_clusters=("flux-a",), slurm_clusters=(),
-                                     start=1_780_000_000.0))
+                                     start=1_780_000_000.0, usage_interval_s=None))
+    # the Flux edge's journal only: node samples are the node edge's
     records = list(workload.records())
     journal = tmp_path / "journal.jsonl"
     journal.write_bytes(b"".join(r.payload + b"\n" for r in records))

@@ -209,6 +209,18 @@ def test_a_job_known_only_by_its_samples_has_a_document() -> None:
     assert doc["updated_at"] == round((T0 + 60) * 1000)
 
 
+def test_a_flux_job_known_only_by_its_samples_is_found_by_its_f58_id() -> None:
+    # the job page and the overview's tables look a Flux job up by its F58 id as well
+    first, second = (sample(i, 30.0 * i, scheduler="flux", job_id="ƒ2bfE7Z1") for i in (1, 2))
+    jf = JobFold()
+    for ev in events(second, first):
+        jf.add(ev)
+    (doc,) = jf.documents()
+    assert doc["job_id"] == "60817408000" and doc["job_id_f58"] == "ƒ2bfE7Z1"
+    (again,) = JobFold.from_dict(json.loads(jf.to_json())).documents()
+    assert again["job_id_f58"] == "ƒ2bfE7Z1"
+
+
 def test_counters_beyond_the_bound_are_counted() -> None:
     evs = [e for n in range(USAGE_COUNTERS + 5)
            for e in events(sample(1, 1.0, node=f"n{n:05d}"))]
