@@ -82,7 +82,8 @@ from pipeline.parsers.resources import R_facts, redact_R
 from pipeline.parsers.surrogates import check_surrogates
 from pipeline.runtime.errors import ParseError
 
-__all__ = ["build_eventlog_record", "parse_eventlog_record", "parse_journal_response"]
+__all__ = ["build_eventlog_record", "eventlog_entry", "parse_eventlog_record",
+           "parse_journal_response", "timestamp_of"]
 
 JOURNAL = "flux-journal"
 EVENTLOG = "flux-eventlog"
@@ -178,7 +179,29 @@ def _jobid(value: Any, where: str) -> int:
         raise ParseError("bad-jobid", f"{where}: {exc}") from None
 
 
-def _timestamp(value: Any, where: str) -> float:
+def eventlog_entry(entry: Any, where: str) -> tuple[str, float, dict[str, Any]]:
+    """An RFC 18 eventlog entry's name, timestamp and context (``{}`` when absent), checked;
+    ParseError naming ``where`` otherwise. Job and resource eventlogs share the format."""
+    if not isinstance(entry, dict):
+        raise ParseError("bad-type", f"{where} must be an object, not {type(entry).__name__}")
+    for key in ("name", "timestamp"):
+        if key not in entry:
+            raise ParseError("missing-field", f"{where}.{key} is missing")
+    name = entry["name"]
+    if not isinstance(name, str) or not name:
+        raise ParseError("bad-type", f"{where}.name must be a non-empty string")
+    timestamp = timestamp_of(entry["timestamp"], f"{where}.timestamp")
+    context = entry.get("context")
+    if context is None:
+        context = {}
+    elif not isinstance(context, dict):
+        raise ParseError("bad-type", f"{where}.context must be an object, "
+                         f"not {type(context).__name__}")
+    return name, timestamp, context
+
+
+def timestamp_of(value: Any, where: str) -> float:
+    """An eventlog timestamp: seconds since the epoch, finite and over 0."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ParseError("bad-timestamp", f"{where} must be a number, not "
                          f"{type(value).__name__}")
@@ -300,21 +323,7 @@ class _Job:
                 for i, entry in enumerate(entries)]
 
     def _event(self, entry: Any, where: str, seq: int | None, jobspec_on: str) -> JobEvent:
-        if not isinstance(entry, dict):
-            raise ParseError("bad-type", f"{where} must be an object, not {type(entry).__name__}")
-        for key in ("name", "timestamp"):
-            if key not in entry:
-                raise ParseError("missing-field", f"{where}.{key} is missing")
-        name = entry["name"]
-        if not isinstance(name, str) or not name:
-            raise ParseError("bad-type", f"{where}.name must be a non-empty string")
-        timestamp = _timestamp(entry["timestamp"], f"{where}.timestamp")
-        context = entry.get("context")
-        if context is None:
-            context = {}
-        elif not isinstance(context, dict):
-            raise ParseError("bad-type", f"{where}.context must be an object, "
-                             f"not {type(context).__name__}")
+        name, timestamp, context = eventlog_entry(entry, where)
         where = f"{where} ({name})"
         if seq is None and name == "submit":
             seq = 0  # RFC 21: submit is every eventlog's first entry

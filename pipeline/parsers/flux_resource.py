@@ -59,6 +59,7 @@ from typing import Any
 from pipeline.core.hostlist import expand_hostlist, expand_idset
 from pipeline.core.model import JobEvent, make_event_id
 from pipeline.core.nodes import NodeEvent
+from pipeline.parsers.flux import eventlog_entry, timestamp_of
 from pipeline.parsers.slurm_common import decode_json
 from pipeline.runtime.errors import ParseError
 
@@ -156,15 +157,6 @@ def _check_finite(value: Any, where: str) -> None:
             stack.extend(item)
 
 
-def _timestamp(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ParseError("bad-timestamp", f"{where} must be a number")
-    ts = float(value) if not isinstance(value, int) or value.bit_length() < 64 else math.inf
-    if not math.isfinite(ts) or ts <= 0:
-        raise ParseError("bad-timestamp", f"{where} must be a finite number > 0")
-    return ts
-
-
 def _require_str(context: Mapping[str, Any], key: str, where: str) -> str:
     if key not in context:
         raise ParseError("missing-field", f"{where}.context.{key} is missing")
@@ -189,20 +181,7 @@ class _Reader:
         self.events: list[NodeEvent] = []
 
     def entry(self, entry: Any, where: str) -> None:
-        if not isinstance(entry, dict):
-            raise ParseError("bad-type", f"{where} must be an object")
-        for key in ("name", "timestamp"):
-            if key not in entry:
-                raise ParseError("missing-field", f"{where}.{key} is missing")
-        name = entry["name"]
-        if not isinstance(name, str) or not name:
-            raise ParseError("bad-type", f"{where}.name must be a non-empty string")
-        ts = _timestamp(entry["timestamp"], f"{where}.timestamp")
-        context = entry.get("context")
-        if context is None:
-            context = {}
-        elif not isinstance(context, dict):
-            raise ParseError("bad-type", f"{where}.context must be an object")
+        name, ts, context = eventlog_entry(entry, where)
         where = f"{where} ({name})"
         own = {k: v for k, v in context.items() if k not in _SET_KEYS}
         if name == "restart":
@@ -269,7 +248,7 @@ class _Reader:
             if not isinstance(info, dict):
                 raise ParseError("bad-type", f"{where}.context.drain[{ids[:40]!r}] must be "
                                  "an object")
-            at = _timestamp(info.get("timestamp"), f"{where}.context.drain.timestamp")
+            at = timestamp_of(info.get("timestamp"), f"{where}.context.drain.timestamp")
             reason = info.get("reason")
             if reason is not None and not isinstance(reason, str):
                 raise ParseError("bad-type", f"{where}.context.drain.reason must be a string")

@@ -3,8 +3,8 @@ edges' durable spool to ``hpc.jobs.raw``.
 
 Every ``edge.node.interval_s`` it samples the jobs on the node once (:mod:`.sampler`) and
 spools one ``node-usage`` RawRecord per payload, in one transaction: scheduler from the
-payload, keyed ``<cluster>:<job id>`` as the scheduler's own records of the job are (a
-Slurm id as it is, a Flux id in decimal: ``decode_jobid`` of the F58 the node saw), so that
+payload, keyed ``<cluster>:<job id>`` as the scheduler's own records of the job are (the
+parser's :func:`~pipeline.parsers.node_usage.job_key_id`: a Flux id in decimal), so that
 the samples fold in one hop with the job's lifecycle. The ticks are on the monotonic clock
 from the start (tick k at start + k x interval), so the schedule does not drift by the
 time a sample takes; a tick missed (a sample longer than the interval, a suspended
@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core import jsontext
-from pipeline.core.fluid import decode_jobid
 from pipeline.core.model import RawRecord, job_key
 from pipeline.edges.base import EdgeRuntime
 from pipeline.edges.node.cgroups import CgroupReader, CgroupRoots
@@ -34,9 +33,10 @@ from pipeline.edges.node.gpus import GpuJobs, GpuReader
 from pipeline.edges.node.pids import PidJobs
 from pipeline.edges.node.procs import ProcReader
 from pipeline.edges.node.sampler import Interval, Reader, Sampler
+from pipeline.parsers.node_usage import job_key_id
 from pipeline.runtime import metrics
 from pipeline.runtime.config import Config
-from pipeline.runtime.errors import ConfigError, SpoolError
+from pipeline.runtime.errors import ConfigError, ParseError, SpoolError
 
 __all__ = ["FORMAT", "NodeEdge", "build_sampler", "node_name", "print_payloads", "record_of"]
 
@@ -87,11 +87,11 @@ def build_sampler(cfg: Config, *, gpu_reader: GpuReader | None = None) -> Sample
 
 def record_of(cluster: str, payload: dict[str, Any]) -> RawRecord:
     """The RawRecord of one payload, keyed as the scheduler's own records of the job."""
-    scheduler, job_id = payload["scheduler"], payload["job_id"]
+    scheduler = payload["scheduler"]
     key: str | None
     try:
-        key = job_key(cluster, job_id if scheduler == "slurm" else str(decode_jobid(job_id)))
-    except ValueError:  # the readers give none such; the parser dead-letters it
+        key = job_key(cluster, job_key_id(scheduler, payload["job_id"])[0])
+    except ParseError:  # the readers give none such; the parser dead-letters it
         key = None
     return RawRecord(cluster=cluster, scheduler=scheduler, format=FORMAT,
                      received_at=time.time(), payload=jsontext.dumps(payload), key=key)
