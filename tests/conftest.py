@@ -14,10 +14,8 @@ templates are deleted afterwards.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import uuid
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 from datafiles import unavailable
 from elasticsearch import Elasticsearch
+from stack_names import isolated
 
 from pipeline.runtime.config import Config, load_config
 from pipeline.runtime.errors import ServiceError
@@ -77,51 +76,11 @@ def stack_base_cfg(base_config: Config, stack: StackInfo) -> Config:
     return stack.client_config(base_config)
 
 
-def isolate(cfg: Config, suffix: str, state_dir: Path) -> Config:
-    """``cfg`` with every shared name made unique by ``suffix``, state under ``state_dir``."""
-    topics = {f.name: f"{getattr(cfg.topics, f.name)}.{suffix}"
-              for f in dataclasses.fields(cfg.topics)}
-    return cfg.replace(
-        topics=topics,
-        elasticsearch={"index_prefix": f"test-{suffix}-"},
-        worker={"app_id": f"jobstream-{suffix}", "store_dir": str(state_dir / "worker-store")},
-        edge={"spool_dir": str(state_dir / "spool")},
-        sink={"state_dir": str(state_dir / "sink-state")},
-    )
-
-
 @pytest.fixture
 def stack_cfg(stack_base_cfg: Config, tmp_path: Path) -> Iterator[Config]:
-    """A Config of this test's own on the running stack; its topics and indices are deleted
-    afterwards (every topic whose name contains the test's suffix, every index and index
-    template starting with its prefix)."""
-    suffix = uuid.uuid4().hex[:10]
-    cfg = isolate(stack_base_cfg, suffix, tmp_path)
-    yield cfg
-    _drop_topics(cfg, suffix)
-    _drop_indices(cfg)
-
-
-def _drop_topics(cfg: Config, suffix: str) -> None:
-    try:
-        admin = AdminClient(cfg.librdkafka())
-        names = [t for t in admin.list_topics(timeout=10).topics if suffix in t]
-        if names:
-            for future in admin.delete_topics(names, operation_timeout=30).values():
-                future.result(timeout=60)
-    except Exception as exc:  # clean-up must not hide the outcome of the test
-        warnings.warn(f"could not delete the test's topics: {exc}", stacklevel=1)
-
-
-def _drop_indices(cfg: Config) -> None:
-    prefix = cfg.elasticsearch.index_prefix
-    try:
-        with es_client(cfg) as es:
-            es.options(ignore_status=404).indices.delete(
-                index=f"{prefix}*", expand_wildcards="all", allow_no_indices=True)
-            es.options(ignore_status=404).indices.delete_index_template(name=f"{prefix}*")
-    except Exception as exc:  # clean-up must not hide the outcome of the test
-        warnings.warn(f"could not delete the test's indices: {exc}", stacklevel=1)
+    """A Config of this test's own on the running stack (:func:`stack_names.isolated`)."""
+    with isolated(stack_base_cfg, tmp_path) as cfg:
+        yield cfg
 
 
 def es_client(cfg: Config) -> Elasticsearch:

@@ -8,7 +8,6 @@ entirely by ``JOBSTREAM_*`` variables, so what is measured is what a site runs.
 
 from __future__ import annotations
 
-import dataclasses
 import http.client
 import json
 import os
@@ -19,17 +18,15 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-from confluent_kafka.admin import AdminClient
 from slurm_cluster import SlurmCluster
 from slurm_daemons import log_tail, wait_until
+from stack_names import isolated
 from workers import end_offsets, read_topic
 
 from pipeline.codecs.codec import AvroCodec, raw_from_avro
@@ -328,29 +325,7 @@ def wait_for(what: str, condition: Callable[[], bool], checks: Iterable[Callable
 
 @contextmanager
 def module_config(base: Config, cluster: str, state: Path) -> Iterator[Config]:
-    """A config of a test module's own on the running stack (topics, index prefix, app id,
-    spool and store under ``state``); its topics and indices are deleted afterwards."""
-    suffix = uuid.uuid4().hex[:10]
-    cfg = base.replace(
-        cluster=cluster,
-        topics={f.name: f"{getattr(base.topics, f.name)}.{suffix}"
-                for f in dataclasses.fields(base.topics)},
-        elasticsearch={"index_prefix": f"test-{suffix}-"},
-        worker={"app_id": f"jobstream-{suffix}", "store_dir": str(state / "worker-store"),
-                "web_port": free_port()},
-        edge={"spool_dir": str(state / "spool")})
-    yield cfg
-    try:
-        admin = AdminClient(cfg.librdkafka())
-        names = [t for t in admin.list_topics(timeout=10).topics if suffix in t]
-        if names:
-            for future in admin.delete_topics(names, operation_timeout=30).values():
-                future.result(timeout=60)
-        with client(cfg) as es:
-            prefix = cfg.elasticsearch.index_prefix
-            es.options(ignore_status=404).indices.delete(
-                index=f"{prefix}*", expand_wildcards="all", allow_no_indices=True)
-            es.options(ignore_status=404).indices.delete_index_template(name=f"{prefix}*")
-    except Exception as exc:  # clean-up must not hide the outcome of the tests
-        warnings.warn(f"could not delete the module's topics and indices: {exc}",
-                      stacklevel=1)
+    """A config of a test module's own on the running stack (:func:`stack_names.isolated`)
+    for ``cluster``, with a worker web port of its own."""
+    with isolated(base.replace(cluster=cluster), state) as cfg:
+        yield cfg.replace(worker={"web_port": free_port()})

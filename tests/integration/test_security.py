@@ -35,6 +35,7 @@ from datafiles import unavailable
 from elasticsearch import AuthenticationException
 from elasticsearch import ConnectionError as ESConnectionError
 from secure_stack import Certs, SecureElasticsearch, SecureKafka, make_certs
+from stack_names import isolate
 
 from pipeline.kafka.positions import Positions, group_lag
 from pipeline.kafka.topics import canonical_topic
@@ -115,15 +116,8 @@ def secured(base_config: Config) -> Iterator[Secured]:
 
 
 def own_names(cfg: Config, tmp_path: Path) -> Config:
-    suffix = uuid.uuid4().hex[:8]
-    t = cfg.topics
-    return cfg.replace(
-        topics={name: f"{getattr(t, name)}.{suffix}"
-                for name in ("raw", "events", "state", "snapshots", "dlq")},
-        elasticsearch={"index_prefix": f"sec-{suffix}-"},
-        worker={"app_id": f"jobstream-{suffix}", "store_dir": str(tmp_path / "store"),
-                "web_port": free_port()},
-        edge={"spool_dir": str(tmp_path / "spool")})
+    return isolate(cfg, uuid.uuid4().hex[:8], tmp_path).replace(
+        worker={"web_port": free_port()})
 
 
 # -- round trips ------------------------------------------------------------------------
