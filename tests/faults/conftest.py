@@ -40,13 +40,16 @@ def _stack(base: Config, brokers: int) -> Iterator[Config]:
     gen.close()
 
 
-@pytest.fixture(scope="session")
+# Module-scoped, not session-scoped: a session's stacks stayed up, idle but not free (two
+# Elasticsearch nodes and four brokers), through the rest of the test run after the faults.
+@pytest.fixture(scope="module")
 def fault_stack(base_config: Config) -> Iterator[Config]:
-    """A Kafka and an Elasticsearch of the fault suite alone (free ports, own data)."""
+    """A Kafka and an Elasticsearch of the fault suite alone (free ports, own data), for
+    the tests of one module."""
     yield from _stack(base_config, 1)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cluster_stack(base_config: Config) -> Iterator[Config]:
     """Three Kafka brokers (a KRaft quorum of the three) and an Elasticsearch of the fault
     suite alone; started only when a test that asks for it is selected."""

@@ -62,6 +62,9 @@ from pipeline.tooling.workload import Workload, WorkloadSpec
 #: and after every recorded event (the stream refuses events from the future)
 RECEIVED = 1_800_000_000.0
 START = 1_790_000_000.0
+#: node samples every 2 minutes of job time in the large kill and stop workloads, as in the
+#: faults suite: samples through a restart, at a third of the records of the default 30 s
+SPARSE_SAMPLES_S = 120.0
 #: a stopped worker exits well within this (it takes a few seconds)
 STOP_GUARD_S = 60.0
 
@@ -240,7 +243,8 @@ def changelog_docs(cfg: Config) -> dict[str, dict[str, Any]]:
 
 def test_sigkill_while_processing_loses_and_double_counts_nothing(
         stack_cfg: Config, spawn: Callable[..., WorkerProcess]) -> None:
-    messages = generated(WorkloadSpec(seed=21, jobs=2000, start=START, time_scale=0.05))
+    messages = generated(WorkloadSpec(seed=21, jobs=2000, start=START, time_scale=0.05,
+                                        usage_interval_s=SPARSE_SAMPLES_S))
     expected = offline(stack_cfg, messages)
     assert len(expected.events) >= 18_000
     publish(stack_cfg, messages)
@@ -281,7 +285,8 @@ def test_sigterm_while_processing_stops_the_worker_and_loses_nothing(
     """A worker told to stop while records flow has a batch open: stopping waits until
     every record delivered is acknowledged, so that batch must still end (a Faust timer
     would not: they stop first, and the worker waited for ever)."""
-    messages = generated(WorkloadSpec(seed=22, jobs=1000, start=START, time_scale=0.05))
+    messages = generated(WorkloadSpec(seed=22, jobs=1000, start=START, time_scale=0.05,
+                                        usage_interval_s=SPARSE_SAMPLES_S))
     expected = offline(stack_cfg, messages)
     publish(stack_cfg, messages)
     worker = spawn(stack_cfg, instance_id="term-w1").start()
@@ -520,7 +525,8 @@ def test_throughput_of_one_worker(stack_cfg: Config, spawn: Callable[..., Worker
                                   ) -> None:
     """Events/s of one worker on a generated workload of ~54,000 events (5,000 jobs),
     from its first output to its last; the result checked against the offline fold."""
-    messages = generated(WorkloadSpec(seed=51, jobs=5000, start=START, time_scale=0.05))
+    messages = generated(WorkloadSpec(seed=51, jobs=5000, start=START, time_scale=0.05,
+                                        usage_interval_s=None))
     expected = offline(stack_cfg, messages)
     publish(stack_cfg, messages)
     worker = spawn(stack_cfg).start()

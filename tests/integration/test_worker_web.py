@@ -66,7 +66,8 @@ def pending_jobs(jobs: int) -> list[Raw]:
     """The first record of every job of a generated workload: jobs that wait."""
     seen: set[str] = set()
     out = []
-    for r in Workload(WorkloadSpec(seed=43, jobs=jobs, start=1_790_000_000.0)).records():
+    for r in Workload(WorkloadSpec(seed=43, jobs=jobs, start=1_790_000_000.0,
+                                       usage_interval_s=None)).records():
         if r.key not in seen:
             seen.add(r.key)
             out.append(Raw(r.key, RawRecord(r.cluster, r.scheduler, r.format, r.time,

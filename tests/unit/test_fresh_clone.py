@@ -67,8 +67,34 @@ def test_no_absolute_path_of_the_shared_folder() -> None:
     assert found == [], "find ../shared relative to the repository root (tests/datafiles.py)"
 
 
+#: how a module names ../shared: the helper that finds it, or the folder's name
+NAMES_SHARED = re.compile(r"\bdatafiles\b|\bSHARED\b|\.\./shared")
+
+
+def _modules_naming_shared(root: Path) -> list[str]:
+    """The unit and property modules (and their subfolders') that name ../shared or the
+    helper that finds it (tests/datafiles.py): the ones its absence can change. The others
+    read only the repository (the product names no ../shared, checked below) and pass in
+    every run of the suite: running all of them again here cost a third of its time."""
+    return sorted(path.relative_to(root).as_posix()
+                  for folder in ("tests/unit", "tests/property")
+                  for path in (root / folder).rglob("test_*.py")
+                  if path.relative_to(root).as_posix() != THIS
+                  and NAMES_SHARED.search(path.read_text(errors="replace")))
+
+
+def test_the_product_names_no_shared_folder() -> None:
+    found = [f"{path.relative_to(REPO)}:{n}"
+             for folder in ("pipeline", "agents") for path in (REPO / folder).rglob("*.py")
+             for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+             if re.search(r"""['"/]shared['"/]""", line)]
+    assert found == [], "only tests may read ../shared"
+
+
 def test_unit_and_property_suites_pass_without_shared(lone_clone: Path) -> None:
-    run = _pytest(lone_clone, "tests/unit", "tests/property", "--deselect", THIS, ci=False)
+    modules = _modules_naming_shared(lone_clone)
+    assert len(modules) >= 10, modules  # the selection finds the modules that use it
+    run = _pytest(lone_clone, *modules, ci=False)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
     assert " passed" in run.stdout.splitlines()[-1]
     # what was skipped, was skipped for want of ../shared, with the reason said
