@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from slurm_daemons import Daemon, DaemonError, log_tail, wait_until
+from slurm_daemons import Daemon, DaemonError, log_tail
 from slurm_install import SlurmInstallError, ensure_installed
+from waiting import wait_until
 
 __all__ = [
     "TERMINAL_STATES",

@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Daemon", "DaemonError", "log_tail", "wait_until"]
+from waiting import wait_until
+
+__all__ = ["Daemon", "DaemonError", "log_tail"]
 
 
 class DaemonError(RuntimeError):
@@ -31,19 +32,6 @@ def log_tail(path: Path, lines: int = 40) -> str:
         return f"(no log at {path}: {exc.strerror})"
     tail = text.splitlines()[-lines:]
     return f"--- last {len(tail)} lines of {path} ---\n" + "\n".join(tail)
-
-
-def wait_until(
-    probe: Callable[[], bool], *, timeout: float, what: str, interval: float = 0.1
-) -> None:
-    """Poll ``probe`` until it returns True; raise TimeoutError naming ``what`` otherwise."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if probe():
-            return
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"{what} not reached within {timeout:.0f} s")
-        time.sleep(interval)
 
 
 @dataclass(frozen=True)

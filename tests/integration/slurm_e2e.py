@@ -25,8 +25,9 @@ from pathlib import Path
 
 import psutil
 from slurm_cluster import SlurmCluster
-from slurm_daemons import log_tail, wait_until
+from slurm_daemons import log_tail
 from stack_names import isolated
+from waiting import wait_until
 from workers import end_offsets, read_topic
 
 from pipeline.codecs.codec import AvroCodec, raw_from_avro

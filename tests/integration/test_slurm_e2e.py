@@ -46,7 +46,6 @@ from typing import Any
 
 import pytest
 from slurm_cluster import TERMINAL_STATES, SlurmCluster
-from slurm_daemons import wait_until
 from slurm_e2e import (
     DocWatcher,
     EdgeProcess,
@@ -61,6 +60,7 @@ from slurm_e2e import (
     routed,
     wait_for,
 )
+from waiting import wait_until
 
 from pipeline.core.model import RawRecord
 from pipeline.kafka.topics import ensure_topics

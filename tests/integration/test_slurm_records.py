@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 from slurm_cluster import TERMINAL_STATES, SlurmCluster
-from slurm_daemons import wait_until
 from slurm_standins import HookCapture, JobcompReceiver
+from waiting import wait_until
 
 pytest_plugins = ["conftest_slurm"]
 
@@ -298,10 +298,13 @@ class TestAccountingAndQueue:
             assert (job["user"], job["account"]) == ("alice", "physics")
 
     def test_sacct_keeps_the_reason_from_before_the_end(self, scenario: Scenario) -> None:
-        # Accounting keeps the last reason it was sent while the job pended: "Dependency",
-        # not slurmctld's final "DependencyNeverSatisfied" (see the scontrol test below).
+        # Accounting keeps the last reason it was sent while the job pended, never
+        # slurmctld's final "DependencyNeverSatisfied" (see the scontrol test below):
+        # "Dependency", or "None" when the parent failed before slurmctld sent the pending
+        # reason on to slurmdbd (a loaded machine: seen once in a full CI run).
         jobs = {str(j["job_id"]): j for j in scenario.sacct["jobs"]}
-        assert jobs[scenario.jobs["dependency_never"]]["state"]["reason"] == "Dependency"
+        assert jobs[scenario.jobs["dependency_never"]]["state"]["reason"] in (
+            "Dependency", "None")
 
     def test_sacct_exit_codes(self, scenario: Scenario) -> None:
         jobs = _sacct_rows(scenario.sacct_text)

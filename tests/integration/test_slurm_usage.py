@@ -29,7 +29,6 @@ from typing import Any
 
 import pytest
 from slurm_cluster import SlurmCluster
-from slurm_daemons import wait_until
 from slurm_usage import (
     MIB,
     SlurmUsage,
@@ -41,6 +40,7 @@ from slurm_usage import (
     sstat_usage,
     submit_usage_jobs,
 )
+from waiting import wait_until
 
 from pipeline.edges.node.cgroups import CgroupReader, CgroupRoots, JobCgroup, discover
 from pipeline.edges.node.procs import ProcReader
