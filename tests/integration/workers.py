@@ -127,6 +127,13 @@ class WorkerProcess:
             raise AssertionError(f"worker {self.name} exited; its log:\n{self.output()[-6000:]}")
 
 
+@functools.cache
+def codec_of(schema: str) -> AvroCodec:
+    """One codec per schema for the whole session: building one compiles its reader and
+    writer (~40 ms), which ``as_state`` paid once per job compared (minutes per test)."""
+    return AvroCodec(schema)
+
+
 def free_port() -> int:
     import socket
 
@@ -281,7 +288,7 @@ def raw_producer(cfg: Config) -> Producer:
 def publish(cfg: Config, messages: Iterable[Raw]) -> int:
     """Publish to ``cfg.topics.raw`` (creating the topics first), in order; the count."""
     ensure_topics(cfg)
-    codec = AvroCodec("RawRecord")
+    codec = codec_of("RawRecord")
     producer = raw_producer(cfg)
     errors: list[str] = []
 
@@ -358,7 +365,7 @@ def stages(cfg: Config) -> tuple[Enricher, Anonymizer]:
 
 def offline(cfg: Config, messages: Iterable[Raw]) -> Expected:
     """What ``messages`` must turn into: normalize, fit, fold, enrich, anonymize."""
-    codec = AvroCodec("RawRecord")
+    codec = codec_of("RawRecord")
     wire = Wire(cfg, {"raw": codec})
     enricher, anonymizer = stages(cfg)
     events: list[JobEvent] = []
@@ -378,7 +385,7 @@ def offline(cfg: Config, messages: Iterable[Raw]) -> Expected:
 
 def latest_states(messages: Iterable[Msg]) -> dict[str, dict[str, Any]]:
     """doc_id -> the last state document of it on the state topic (tombstones drop a key)."""
-    codec = AvroCodec("JobState")
+    codec = codec_of("JobState")
     out: dict[str, dict[str, Any]] = {}
     for m in messages:
         if m.value is None:
@@ -393,7 +400,7 @@ def latest_states(messages: Iterable[Msg]) -> dict[str, dict[str, Any]]:
 
 def as_state(doc: Mapping[str, Any]) -> dict[str, Any]:
     """A job document as the state topic gives it back (through the JobState schema)."""
-    codec = AvroCodec("JobState")
+    codec = codec_of("JobState")
     return codec.decode(codec.encode(doc))
 
 
@@ -418,5 +425,5 @@ def diff_states(got: Mapping[str, Mapping[str, Any]], expected: Mapping[str, Map
 
 
 def event_ids(messages: Iterable[Msg]) -> list[str]:
-    codec = AvroCodec("JobEvent")
+    codec = codec_of("JobEvent")
     return [codec.decode(m.value)["event_id"] for m in messages if m.value is not None]
