@@ -31,8 +31,8 @@ from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ConfigError, ServiceError
 
 __all__ = ["RAW_MAX_MESSAGE_BYTES", "Replication", "canonical_topic", "ensure_topics",
-           "jobs_changelog_topic", "replication_from", "resolve_replication", "topic_specs",
-           "topic_warnings"]
+           "jobs_changelog_topic", "nodes_changelog_topic", "replication_from",
+           "resolve_replication", "topic_specs", "topic_warnings"]
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +150,12 @@ def jobs_changelog_topic(app_id: str) -> str:
     return f"{app_id}-jobs-changelog"
 
 
+def nodes_changelog_topic(app_id: str) -> str:
+    """The changelog of the worker's node-state table (``nodes``), named as Faust names
+    a table's changelog, like :func:`jobs_changelog_topic`."""
+    return f"{app_id}-nodes-changelog"
+
+
 def topic_specs(cfg: Config) -> dict[str, dict[str, str]]:
     """Topic name -> its topic configs."""
     t = cfg.topics
@@ -158,6 +164,7 @@ def topic_specs(cfg: Config) -> dict[str, dict[str, str]]:
         t.raw: {"retention.ms": "-1", **big},  # the source of truth for replays
         t.events: {"retention.ms": str(30 * 86400 * 1000)},
         t.state: {"cleanup.policy": "compact"},
+        t.nodes: {"cleanup.policy": "compact"},
         t.snapshots: {"retention.ms": str(7 * 86400 * 1000)},
         t.dlq: {"retention.ms": str(30 * 86400 * 1000), **big},
     }

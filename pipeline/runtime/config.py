@@ -74,6 +74,8 @@ class TopicsConfig:
     raw: str = "hpc.jobs.raw"
     events: str = "hpc.jobs.events"
     state: str = "hpc.jobs.state"
+    #: one NodeState document per (cluster, node), compacted like the job states
+    nodes: str = "hpc.nodes.state"
     snapshots: str = "hpc.queue.snapshots"
     dlq: str = "hpc.jobs.dlq"
 
