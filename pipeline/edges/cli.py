@@ -47,6 +47,11 @@ def edge() -> None:
 @click.option("--recorded", "recorded", multiple=True, type=click.Path(exists=True,
               dir_okay=False), help="Replay recorded flux-journal JSON lines instead of a "
               "live instance (repeatable; played in order). Exits when all are delivered.")
+@click.option("--recorded-resources", "recorded_resources", multiple=True,
+              type=click.Path(exists=True, dir_okay=False),
+              help="Replay recorded resource.journal JSON lines beside --recorded "
+              "(repeatable). With either option only recordings play: a journal given none "
+              "is not followed.")
 @click.option("--pace", type=float, default=None,
               help="Replay at this many times the recorded speed.")
 @click.option("--interval", type=float, default=None,
@@ -55,33 +60,51 @@ def edge() -> None:
               help="Break recorded connection k after N responses (tests).")
 @click.option("--uri", default=None, help="Flux URI (default: edge.flux.uri, then FLUX_URI).")
 @click.pass_context
-def edge_flux(ctx: click.Context, recorded: tuple[str, ...], pace: float | None,
+def edge_flux(ctx: click.Context, recorded: tuple[str, ...],
+              recorded_resources: tuple[str, ...], pace: float | None,
               interval: float | None, disconnect_after: tuple[int, ...],
               uri: str | None) -> None:
-    """Publish the Flux job-manager journal (run as the instance owner)."""
+    """Publish the Flux job-manager journal, and the resource journal unless
+    edge.flux.resource_journal is false (run as the instance owner)."""
+    from pipeline.edges.base import EdgeRuntime
     from pipeline.edges.flux import (
         FluxEdge,
         FluxJournalSource,
         JournalSource,
         RecordedJournalSource,
     )
+    from pipeline.edges.flux_resource import FluxResourceEdge, FluxResourceSource
 
     cfg = get_config(ctx)
     one_arena()
     metrics.start(cfg, "edge flux")
     source: JournalSource
-    if recorded:
+    resource_source: JournalSource | None = None
+    if recorded or recorded_resources:
+        # an empty recording plays nothing: the journal without one is not followed
         source = RecordedJournalSource(recorded, pace=pace, interval=interval,
                                        disconnect_after=disconnect_after)
+        if recorded_resources:
+            resource_source = RecordedJournalSource(recorded_resources, pace=pace,
+                                                    interval=interval)
     else:
         source = FluxJournalSource(uri or cfg.edge.flux.uri)
+        if cfg.edge.flux.resource_journal:
+            resource_source = FluxResourceSource(uri or cfg.edge.flux.uri)
     stop = _stop_on_signals()
-    flux_edge = FluxEdge(cfg, source)
-    click.echo(f"jobstream edge flux: spool {flux_edge.runtime.spool.path}, "
+    runtime = EdgeRuntime(cfg, "flux")
+    resources = ([FluxResourceEdge(cfg, resource_source, runtime=runtime)]
+                 if resource_source is not None else [])
+    flux_edge = FluxEdge(cfg, source, runtime=runtime, also=resources)
+    journals = "job and resource journals" if resources else "job journal"
+    click.echo(f"jobstream edge flux: {journals}, spool {runtime.spool.path}, "
                f"topic {cfg.topics.raw}", err=True)
     flux_edge.run(stop)
     click.echo(f"jobstream edge flux: {flux_edge.published} published, "
                f"{flux_edge.skipped} already delivered", err=True)
+    for follower in resources:
+        click.echo(f"jobstream edge flux: {follower.what}: {follower.published} published, "
+                   f"{follower.skipped} already delivered", err=True)
 
 
 @edge.command("slurm")

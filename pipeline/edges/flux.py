@@ -17,6 +17,11 @@ Sources are pluggable (:class:`JournalSource`): :class:`FluxJournalSource` talks
 instance through the ``flux`` bindings (imported only there: flux-python needs a local
 flux-core), :class:`RecordedJournalSource` plays recorded ``flux-journal`` JSON lines.
 
+The same process follows the resource journal too (:mod:`pipeline.edges.flux_resource`),
+through the same runtime and spool: :meth:`FluxEdge.run` runs each further
+:class:`Follower` it was given in a thread of its own beside the job journal's loop
+(:func:`follow`, the reconnect loop both share).
+
 Why the raw streaming RPC and not ``flux.job.JournalConsumer``: the consumer hands out
 parsed per-event objects (the exact response bytes are gone) and buffers the whole backlog
 in memory to sort it before the first event, which breaks the edge's 50 MB bound on an
@@ -48,10 +53,12 @@ from pipeline.runtime.errors import ServiceError
 __all__ = [
     "FluxEdge",
     "FluxJournalSource",
+    "Follower",
     "JournalDisconnected",
     "JournalSource",
     "RecordedJournalSource",
     "Watermark",
+    "follow",
 ]
 
 logger = logging.getLogger(__name__)
@@ -77,9 +84,18 @@ class JournalSource(Protocol):
 
 
 class FluxJournalSource:
-    """The live journal through the ``flux`` Python bindings (instance owner only)."""
+    """The live journal through the ``flux`` Python bindings (instance owner only).
+
+    Subclasses follow another journal RPC of the same kind by changing the class
+    attributes and :meth:`_request` (:class:`pipeline.edges.flux_resource.FluxResourceSource`).
+    """
 
     finite = False
+    #: the streaming RPC's topic, and what the messages call it
+    topic = JOURNAL_TOPIC
+    journal = "job-manager journal"
+    #: the edge's option that replays a recording of it instead
+    recorded_option = "--recorded"
 
     def __init__(self, uri: str = "", *, poll_s: float = 1.0) -> None:
         self.uri = uri
@@ -93,9 +109,13 @@ class FluxJournalSource:
             raise ServiceError(
                 "the Flux Python bindings are not importable "
                 f"({exc}); install flux-python matching the local flux-core (and run on a "
-                "host with flux-core installed), or replay a recording with --recorded"
-            ) from exc
+                f"host with flux-core installed), or replay a recording with "
+                f"{self.recorded_option}") from exc
         return flux
+
+    def _request(self, flux: Any) -> tuple[dict[str, Any], int]:
+        """The request payload and the node it goes to."""
+        return {"full": True}, flux.constants.FLUX_NODEID_ANY
 
     def stream(self, stop: threading.Event) -> Iterator[bytes]:
         flux = self._import()
@@ -106,8 +126,8 @@ class FluxJournalSource:
                 f"cannot connect to Flux at {self.uri or os.environ.get('FLUX_URI', 'default')}: "
                 f"{exc.strerror or exc}") from exc
         self._check_owner(handle)
-        rpc = handle.rpc(JOURNAL_TOPIC, {"full": True}, flux.constants.FLUX_NODEID_ANY,
-                         flux.constants.FLUX_RPC_STREAMING)
+        payload, nodeid = self._request(flux)
+        rpc = handle.rpc(self.topic, payload, nodeid, flux.constants.FLUX_RPC_STREAMING)
         while not stop.is_set():
             try:
                 rpc.wait_for(self.poll_s)
@@ -118,8 +138,9 @@ class FluxJournalSource:
                 if exc.errno == errno.ENODATA:
                     return
                 if exc.errno == errno.EPERM:
-                    raise ServiceError(self._owner_message(handle)) from exc
-                raise JournalDisconnected(f"journal RPC failed: {exc.strerror or exc}") from exc
+                    raise ServiceError(self._owner_message()) from exc
+                raise JournalDisconnected(f"{self.journal} RPC failed: "
+                                          f"{exc.strerror or exc}") from exc
             rpc.reset()
             yield payload.encode() if isinstance(payload, str) else bytes(payload)
 
@@ -129,12 +150,11 @@ class FluxJournalSource:
         except (OSError, ValueError, AttributeError):
             return  # the RPC's EPERM will tell
         if owner != os.getuid():
-            raise ServiceError(self._owner_message(handle, owner))
+            raise ServiceError(self._owner_message(owner))
 
-    @staticmethod
-    def _owner_message(handle: Any, owner: int | None = None) -> str:
+    def _owner_message(self, owner: int | None = None) -> str:
         who = f"uid {owner}" if owner is not None else "the instance owner"
-        return (f"the Flux job-manager journal answers only the instance owner ({who}); this "
+        return (f"the Flux {self.journal} answers only the instance owner ({who}); this "
                 f"process runs as uid {os.getuid()}. Run `jobstream edge flux` as that user "
                 "(the 'flux' user on a system instance, or root with "
                 "[access] allow-root-owner = true)")
@@ -260,14 +280,61 @@ class Watermark:
             return self.since if moved else None
 
 
+class Follower(Protocol):
+    """One journal of the edge: its source, and what it does with each response."""
+
+    source: JournalSource
+    #: names the journal in the logs
+    what: str
+    published: int
+    skipped: int
+
+    def connected(self) -> None:
+        """A new connection begins: its backlog comes first."""
+        ...
+
+    def handle(self, payload: bytes) -> None:
+        """Publish one response (or note the sentinel)."""
+        ...
+
+
+def follow(follower: Follower, stop: threading.Event, reconnect_max_s: float) -> None:
+    """Follow one journal until ``stop`` is set (or, for a finite source, to its end),
+    reconnecting with backoff when the connection ends or breaks."""
+    backoff = Backoff(1.0, reconnect_max_s)
+    what = follower.what
+    while not stop.is_set():
+        follower.connected()
+        try:
+            for payload in follower.source.stream(stop):
+                follower.handle(payload)
+                backoff.reset()
+            if follower.source.finite:
+                logger.info("%s recording finished: %d published, %d skipped", what,
+                            follower.published, follower.skipped)
+                return
+            logger.warning("%s stream ended (its module unloaded or Flux restarting); "
+                           "reconnecting", what)
+        except JournalDisconnected as exc:
+            logger.warning("%s disconnected: %s; reconnecting", what, exc)
+        stop.wait(backoff.next())
+
+
 class FluxEdge:
-    """Journal -> spool -> Kafka, with reconnects and the persisted watermark."""
+    """Journal -> spool -> Kafka, with reconnects and the persisted watermark.
+
+    :param also: further journals of the same instance (the resource journal), on the
+        same ``runtime``, each followed in a thread of its own while :meth:`run` runs.
+    """
+
+    what = "journal"
 
     def __init__(self, cfg: Config, source: JournalSource, *,
-                 runtime: EdgeRuntime | None = None) -> None:
+                 runtime: EdgeRuntime | None = None, also: Sequence[Follower] = ()) -> None:
         self.cfg = cfg
         self.source = source
         self.runtime = runtime or EdgeRuntime(cfg, "flux")
+        self.also = list(also)
         self.watermark = Watermark(float(self.runtime.spool.get_meta(SINCE_META, "0") or 0))
         self.runtime.on_acked(self._on_acked)
         self.published = 0
@@ -279,6 +346,9 @@ class FluxEdge:
         since = self.watermark.acked(seqs)
         if since is not None:
             self.runtime.spool.set_meta(SINCE_META, repr(since))
+
+    def connected(self) -> None:
+        self._in_backlog = True
 
     def handle(self, payload: bytes) -> None:
         """Publish one journal response (or note the sentinel)."""
@@ -307,27 +377,38 @@ class FluxEdge:
         self.published += 1
 
     def run(self, stop: threading.Event | None = None, *, stop_timeout: float = 10.0) -> None:
-        """Run until ``stop`` is set (or, for a finite source, until all is delivered);
-        then give records in flight ``stop_timeout`` seconds to be confirmed."""
+        """Run until ``stop`` is set (or, for finite sources, until all is delivered);
+        then give records in flight ``stop_timeout`` seconds to be confirmed. A journal
+        that fails (a :class:`ServiceError`: not the owner, no bindings) sets ``stop``,
+        so that the others end too, and its error is raised here."""
         stop = stop or self.runtime.stopping
+        reconnect_max_s = self.cfg.edge.flux.reconnect_max_s
+        failed: list[BaseException] = []
+
+        def follow_also(follower: Follower) -> None:
+            try:
+                follow(follower, stop, reconnect_max_s)
+            except BaseException as exc:  # noqa: BLE001 - raised again by run()
+                failed.append(exc)
+                stop.set()
+
+        threads = [threading.Thread(target=follow_also, args=(f,), daemon=True,
+                                    name=f"flux-{f.what.replace(' ', '-')}")
+                   for f in self.also]
         self.runtime.start()
-        backoff = Backoff(1.0, self.cfg.edge.flux.reconnect_max_s)
         try:
-            while not stop.is_set():
-                self._in_backlog = True
-                try:
-                    for payload in self.source.stream(stop):
-                        self.handle(payload)
-                        backoff.reset()
-                    if self.source.finite:
-                        logger.info("journal recording finished: %d published, %d skipped",
-                                    self.published, self.skipped)
-                        break
-                    logger.warning("journal stream ended (job-manager unloaded or Flux "
-                                   "restarting); reconnecting")
-                except JournalDisconnected as exc:
-                    logger.warning("journal disconnected: %s; reconnecting", exc)
-                stop.wait(backoff.next())
+            for thread in threads:
+                thread.start()
+            try:
+                follow(self, stop, reconnect_max_s)
+            except BaseException:
+                stop.set()
+                raise
+            finally:
+                for thread in threads:
+                    thread.join()
+            if failed:
+                raise failed[0]
             while not stop.is_set() and self.runtime.spool.depth() > 0:
                 stop.wait(0.1)
         finally:

@@ -207,12 +207,15 @@ class SinkConfig:
 
 @dataclass(frozen=True)
 class FluxEdgeConfig:
-    """``jobstream edge flux``: the job-manager journal of one Flux instance."""
+    """``jobstream edge flux``: the job-manager and resource journals of one Flux
+    instance."""
 
     #: Flux URI to connect to; empty = the bindings' default (FLUX_URI, the system instance)
     uri: str = ""
     #: longest wait between reconnect attempts (backoff doubles from 1 s up to this)
     reconnect_max_s: float = 60.0
+    #: follow the resource journal (node events: drains, online/offline) beside the jobs
+    resource_journal: bool = True
 
 
 @dataclass(frozen=True)
