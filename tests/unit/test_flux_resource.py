@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 from datafiles import vector
+from flux_views import recording_allocations, resource_drains, resource_status
 
 from pipeline.core.model import RawRecord
 from pipeline.core.nodes import NodeEvent
@@ -24,7 +24,6 @@ from pipeline.fold.nodes import fold_nodes
 from pipeline.parsers import FORMATS, NODE_FORMATS, parse_record, split_records
 from pipeline.parsers.flux_resource import (
     RankMaps,
-    allocation_events,
     parse_resource_journal,
 )
 from pipeline.parsers.normalize import normalize
@@ -45,38 +44,6 @@ def _journal() -> tuple[list[NodeEvent], RankMaps]:
     return events, maps
 
 
-def _job_events() -> list[Any]:
-    """The job events of the same instance's ``memos`` job, which ran on rank 0."""
-    out = []
-    for line in _lines("real-0.88-memo-journal.jsonl"):
-        out += parse_record("flux-journal", line, cluster=CLUSTER)
-    return out
-
-
-def _status(path: Path) -> Counter[tuple[str, bool]]:
-    """``flux resource status``: nodes per (STATE, UP)."""
-    lines = path.read_text().splitlines()
-    assert lines[0].split() == ["STATEUP", "NNODES", "NODELIST"]  # Flux's own header
-    counts: Counter[tuple[str, bool]] = Counter()
-    for line in lines[1:]:
-        state, up, nnodes, _nodelist = line.split()
-        assert up in ("✔", "✗")
-        counts[(state, up == "✔")] += int(nnodes)
-    return counts
-
-
-def _drains(path: Path) -> list[dict[str, Any]]:
-    """``flux resource drain -o '{ranks} {nodelist} {reason} {timestamp} {state}'``."""
-    lines = path.read_text().splitlines()
-    assert lines[0].split() == ["RANKS", "NODELIST", "REASON", "TIME", "STATE"]
-    rows = []
-    for line in lines[1:]:
-        words = line.split()
-        rows.append({"ranks": words[0], "nodelist": words[1], "reason": " ".join(words[2:-2]),
-                     "time": float(words[-2]), "state": words[-1]})
-    return rows
-
-
 @pytest.fixture(scope="module")
 def end_of_recording() -> dict[str, dict[str, Any]]:
     """The node documents at the end of the recording: the resource journal, and the job's
@@ -84,15 +51,14 @@ def end_of_recording() -> dict[str, dict[str, Any]]:
     so it was taken while the job still ran: before its ``free`` (1796149904.03), which
     came after the resource journal's last event."""
     events, maps = _journal()
-    end = max(ev.timestamp for ev in events)
-    jobs = [ev for ev in allocation_events(_job_events(), maps.hosts) if ev.timestamp <= end]
+    jobs = recording_allocations(CLUSTER, maps.hosts, max(ev.timestamp for ev in events))
     assert [(ev.node, ev.event) for ev in jobs] == [("node0", "alloc")]
     return {doc["node"]: doc for doc in fold_nodes(events + jobs)}
 
 
 def test_the_recorded_journal_folds_to_what_flux_resource_status_showed(
         end_of_recording: dict[str, dict[str, Any]]) -> None:
-    shown = _status(vector("flux", "real-0.88-resource-status-end.txt"))
+    shown = resource_status(vector("flux", "real-0.88-resource-status-end.txt"))
     folded = Counter((doc["scheduler_state"], doc["responding"])
                      for doc in end_of_recording.values())
     assert folded == shown
@@ -103,7 +69,7 @@ def test_the_recorded_journal_folds_to_what_flux_resource_status_showed(
 def test_the_recorded_journal_folds_to_the_drains_flux_resource_drain_showed(
         end_of_recording: dict[str, dict[str, Any]]) -> None:
     _, maps = _journal()
-    rows = _drains(vector("flux", "real-0.88-resource-drain-end.txt"))
+    rows = resource_drains(vector("flux", "real-0.88-resource-drain-end.txt"))
     drained = {n: d for n, d in end_of_recording.items() if d["drained"]}
     assert len(rows) == len(drained) == 2
     for row in rows:
@@ -146,8 +112,8 @@ def test_without_the_jobs_a_drained_node_with_a_job_is_drained() -> None:
 
 def test_the_job_s_free_makes_its_drained_node_drained() -> None:
     events, maps = _journal()
-    docs = {d["node"]: d for d in fold_nodes(events + allocation_events(_job_events(),
-                                                                         maps.hosts))}
+    docs = {d["node"]: d for d in fold_nodes(events + recording_allocations(CLUSTER,
+                                                                            maps.hosts))}
     node0 = docs["node0"]
     assert (node0["state"], node0["allocated"]) == ("drained", False)
     assert node0["since"] == round(1796149904.034176 * 1000)
