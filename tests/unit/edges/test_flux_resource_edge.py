@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from datafiles import vector
 from flux_views import recording_allocations, resource_drains, resource_status
+from waiting import wait_until
 
 from pipeline.core.nodes import NodeEvent
 from pipeline.edges.base import EdgeRuntime
@@ -127,22 +128,26 @@ def test_the_edge_runs_both_journals_and_the_resources_reconnect(
     jobs = vector("flux", "real-0.88-journal-backlog.jsonl")
     edge = FluxEdge(cfg, RecordedJournalSource([jobs]), runtime=runtime, also=[resources])
     stop = threading.Event()
-    orig = resources.handle
+    whole = [ln for ln in lines(RESOURCES) if ln != SENTINEL]
+    jobs_expected = len(lines(jobs)) - 1  # the backlog's sentinel is not published
 
-    def handle(payload: bytes) -> None:  # no Kafka: stop once the replay is read
-        orig(payload)
-        if src.connections == 2 and payload == lines(RESOURCES)[-1]:
+    def stop_once_read() -> None:  # no Kafka: the run would wait for it to drain the spool
+        try:
+            wait_until(lambda: src.connections == 2 and resources.published == 4 + len(whole)
+                       and edge.published == jobs_expected, timeout=30,
+                       what="both journals read", interval=0.01)
+        finally:
             stop.set()
-    resources.handle = handle  # type: ignore[method-assign]
+    watcher = threading.Thread(target=stop_once_read, daemon=True)
+    watcher.start()
     edge.run(stop, stop_timeout=0)
+    watcher.join()
     assert src.connections == 2 and resources.sentinels == 2
     with Spool(runtime.spool.path) as spool:
         recs = [r for _, r in read_spool(spool)]
     res = [r.payload for r in recs if r.format == "flux-resource-journal"]
-    assert sum(r.format == "flux-journal" for r in recs) == edge.published == len(
-        lines(jobs)) - 1
+    assert sum(r.format == "flux-journal" for r in recs) == edge.published == jobs_expected
     # nothing was confirmed: the replay publishes the first 4 (backlog, drain) again
-    whole = [ln for ln in lines(RESOURCES) if ln != SENTINEL]
     assert len(res) == 4 + len(whole) and res[:4] == res[4:8]
     assert not any(t.name.startswith("flux-resource") and t.is_alive()
                    for t in threading.enumerate())
