@@ -96,8 +96,9 @@ def edge_flux(ctx: click.Context, recorded: tuple[str, ...],
     resources = ([FluxResourceEdge(cfg, resource_source, runtime=runtime)]
                  if resource_source is not None else [])
     flux_edge = FluxEdge(cfg, source, runtime=runtime, also=resources)
-    journals = "job and resource journals" if resources else "job journal"
-    click.echo(f"jobstream edge flux: {journals}, spool {runtime.spool.path}, "
+    journals = [name for name, on in (("job journal", recorded or not recorded_resources),
+                                      ("resource journal", resources)) if on]
+    click.echo(f"jobstream edge flux: {' and '.join(journals)}, spool {runtime.spool.path}, "
                f"topic {cfg.topics.raw}", err=True)
     flux_edge.run(stop)
     click.echo(f"jobstream edge flux: {flux_edge.published} published, "
