@@ -245,12 +245,16 @@ class Watermark:
         self.since = since
         self._pending: deque[tuple[int | None, float | None, bool]] = deque()
         self._acked: set[int] = set()
+        #: the sequence numbers of the pending responses: a runtime shared by several
+        #: journals confirms the others' records too, which are not ours to keep
+        self._mine: set[int] = set()
         self._candidate = since
         self._lock = threading.Lock()
 
     def add(self, seq: int, ts: float | None, *, backlog: bool) -> None:
         with self._lock:
             self._pending.append((seq, ts, backlog))
+            self._mine.add(seq)
 
     def sentinel(self) -> None:
         """The backlog of the current connection is complete."""
@@ -260,7 +264,7 @@ class Watermark:
     def acked(self, seqs: Sequence[int]) -> float | None:
         """Mark confirmed records; the new watermark if it moved, else None."""
         with self._lock:
-            self._acked.update(seqs)
+            self._acked.update(seq for seq in seqs if seq in self._mine)
             moved = False
             while self._pending:
                 seq, ts, backlog = self._pending[0]
@@ -268,15 +272,13 @@ class Watermark:
                     if seq not in self._acked:
                         break
                     self._acked.discard(seq)
+                    self._mine.discard(seq)
                 self._pending.popleft()
                 if ts is not None and ts > self._candidate:
                     self._candidate = ts
                 if not backlog and self._candidate > self.since:
                     self.since = self._candidate
                     moved = True
-            # confirmations of records spooled by an earlier run are not ours to track
-            if not self._pending:
-                self._acked.clear()
             return self.since if moved else None
 
 

@@ -118,6 +118,16 @@ class TestWatermark:
         w.add(1, 2.0, backlog=False)
         assert w.acked([1]) == 2.0
 
+    def test_keeps_none_of_another_journals_confirmations(self) -> None:
+        # the job and resource journals share one runtime: each watermark hears both
+        w = Watermark(1.0)
+        w.sentinel()
+        w.add(1, 2.0, backlog=False)  # pending while the other journal's go through
+        for seq in range(2, 10_002):
+            w.acked([seq])
+        assert len(w._acked) == 0 and w.since == 1.0
+        assert w.acked([1]) == 2.0 and not w._mine
+
 
 def test_live_source_without_flux_bindings_is_a_clear_error() -> None:
     from pipeline.edges.flux import FluxJournalSource
