@@ -11,9 +11,10 @@ What the replay of generation ``vN`` uses, beside the live flow (which keeps run
 
 * the raw topic, read by a worker of its own app id ``<worker.app_id>-replay-vN`` (its own
   consumer group, state table, RocksDB directory and canonical topic);
-* its own output topics ``<topic>.replay-vN`` (events, states, snapshots, DLQ), so that
-  nothing the live sink or other consumers read is written twice;
-* a sink writing generation ``vN`` (``<prefix>hpc-jobs-vN-*``, ...) from those topics.
+* its own output topics ``<topic>.replay-vN`` (events, job states, snapshots, node
+  states, DLQ), so that nothing the live sink or other consumers read is written twice;
+* a sink writing generation ``vN`` (``<prefix>hpc-jobs-vN-*``, ...,
+  ``<prefix>hpc-nodes-vN-current``) from those topics.
 
 It starts from the beginning of the raw topic, or from ``--since`` (the first offset of
 each partition at or after that time). It has *caught up* when (1) the replay worker has
@@ -31,6 +32,7 @@ the replay's own sink writes it into ``vN``). An interrupted replay resumes wher
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from contextlib import ExitStack
@@ -79,8 +81,10 @@ def replay_config(cfg: Config, generation: str) -> Config:
         worker={"app_id": app, "store_dir": f"{base_store}-{suffix}", "web_port": free_port()},
         # the live worker and sink hold the configured metrics ports
         metrics={"worker_port": 0, "sink_port": 0},
-        topics={name: f"{getattr(t, name)}.{suffix}"
-                for name in ("events", "state", "snapshots", "dlq")})
+        # every topic but the raw one it reads: an output topic added later is the
+        # replay's own too
+        topics={f.name: f"{getattr(t, f.name)}.{suffix}" for f in dataclasses.fields(t)
+                if f.name != "raw"})
 
 
 def advanced(starts: Mapping[TP, int], targets: Mapping[TP, int],
@@ -246,7 +250,7 @@ def _follow(p: ReplayPlan, positions: Positions, children: list[Child],
                 child.check()
             time.sleep(POLL_S)
         t = rcfg.topics
-        out = _Stage(f"{group}-sink", [t.state, t.events, t.snapshots], positions)
+        out = _Stage(f"{group}-sink", [t.state, t.events, t.snapshots, t.nodes], positions)
         total_out = sum(out.ends.values()) - sum(out.starts.values())
         index_task = progress.add_task("indexed", total=max(total_out, 1), rate="")
         while True:

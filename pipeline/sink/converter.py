@@ -9,6 +9,15 @@
 * A queue snapshot is an ``index`` with an id made of what identifies it (cluster, queue,
   worker, time, and the reason of a reason snapshot), so a redelivery rewrites the same
   document.
+* A node document (NodeState) is a full-document ``index`` into its generation's one
+  ``current`` index, ``_id`` from :func:`node_doc_id` (``cluster:node``), external version
+  the node's ``revision``, as a job's. A node tombstone (a key without a value) deletes its
+  document, id from the key: the topic's key is ``cluster:node`` as the id is, and the
+  tombstone has nothing else; it carries no version (it has no revision), and a
+  compacted topic keeps one key's records in one partition in order, so it deletes what
+  came before it and nothing after. A node that comes back after its tombstone must come
+  back with a higher revision than it had: Elasticsearch keeps a deleted document's
+  version for ``index.gc_deletes`` (60 s) and refuses lower external versions meanwhile.
 
 Every ``_id`` is at most :data:`MAX_ID_BYTES` (Elasticsearch's 512 bytes of UTF-8) by
 construction (:func:`bounded_id`): one id over it makes Elasticsearch refuse the *whole*
@@ -46,10 +55,12 @@ from typing import Any
 
 from pipeline.core.model import EVENT_JSON_FIELDS
 from pipeline.fold import doc_id as fold_doc_id
+from pipeline.fold.nodes import node_doc_id as fold_node_doc_id
 from pipeline.fold.usage import USAGE_EVENT, series_point
 from pipeline.parsers.surrogates import check_surrogates
 from pipeline.runtime.errors import ParseError, Refusal, SinkError
 from pipeline.sink.names import (
+    CURRENT,
     MAX_TIME_MS,
     MIN_TIME_MS,
     UNDATED,
@@ -70,6 +81,7 @@ __all__ = [
     "bounded_id",
     "coalesce",
     "job_doc_id",
+    "node_doc_id",
 ]
 
 #: Elasticsearch's limit of a document's ``_id``, in bytes of UTF-8.
@@ -117,7 +129,7 @@ class Action:
     index: str
     doc_id: str
     source: Mapping[str, Any] | None = None
-    #: external version (job revision); None = no version check
+    #: external version (job or node revision); None = no version check
     version: int | None = None
     origin: Any = field(default=None, compare=False)
 
@@ -166,6 +178,13 @@ def job_doc_id(doc: Mapping[str, Any]) -> str:
     return bounded_id(fold_doc_id(doc))
 
 
+def node_doc_id(doc: Mapping[str, Any]) -> str:
+    """The ``_id`` of a node document: the fold's ``cluster:node``
+    (:func:`pipeline.fold.nodes.node_doc_id`, the topic's key too), bounded by
+    :func:`bounded_id` (cluster and host names are anyone's to make long)."""
+    return bounded_id(fold_node_doc_id(doc))
+
+
 @dataclass(frozen=True)
 class Converter:
     """Builds actions for one index prefix and generation."""
@@ -182,18 +201,19 @@ class Converter:
             return self.job(record, origin)
         if family is Family.EVENTS:
             return self.event(record, origin)
+        if family is Family.NODES:
+            return self.node(record, origin)
         return self.snapshot(record, origin)
 
     def undated_index(self) -> str:
         return index_name(self.prefix, Family.JOBS, self.generation, UNDATED)
 
+    def nodes_index(self) -> str:
+        return index_name(self.prefix, Family.NODES, self.generation, CURRENT)
+
     def job(self, doc: Mapping[str, Any], origin: Any = None) -> Action:
         _require_str(doc, "cluster", "job_id")
-        revision = doc.get("revision")
-        if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
-            raise DocumentError("bad_revision",
-                                f"job document revision must be a non-negative integer, "
-                                f"got {revision!r}")
+        revision = _revision("job", doc)
         t_submit = doc.get("t_submit")
         if t_submit is None:
             month = UNDATED
@@ -232,6 +252,26 @@ class Converter:
             index=index_name(self.prefix, Family.EVENTS, self.generation, month),
             doc_id=bounded_id(str(event["event_id"])), source=source, origin=origin,
         )
+
+    def node(self, doc: Mapping[str, Any], origin: Any = None) -> Action:
+        _require_str(doc, "cluster", "node")
+        return Action(
+            family=Family.NODES, op=Op.INDEX, index=self.nodes_index(),
+            doc_id=node_doc_id(doc), source=_without_nulls(doc),
+            version=_revision("node", doc), origin=origin,
+        )
+
+    def node_gone(self, key: bytes | str | None, origin: Any = None) -> Action:
+        """The delete of a node tombstone's document (module docstring)."""
+        if isinstance(key, bytes):
+            try:
+                key = key.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DocumentError("bad_key", "node tombstone key is not UTF-8") from None
+        if not key:
+            raise DocumentError("missing_field", "node tombstone has no key")
+        return Action(family=Family.NODES, op=Op.DELETE, index=self.nodes_index(),
+                      doc_id=bounded_id(key), origin=origin)
 
     def snapshot(self, snap: Mapping[str, Any], origin: Any = None) -> Action:
         _require_str(snap, "cluster", "worker")
@@ -272,6 +312,15 @@ _MIN_TIME_S = MIN_TIME_MS / 1000
 _MAX_TIME_S = (MAX_TIME_MS + 1) / 1000
 
 
+def _revision(what: str, doc: Mapping[str, Any]) -> int:
+    revision = doc.get("revision")
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+        raise DocumentError("bad_revision",
+                            f"{what} document revision must be a non-negative integer, "
+                            f"got {revision!r}")
+    return revision
+
+
 def _month(what: str, epoch_ms: int) -> str:
     try:
         return month_of(epoch_ms)
@@ -290,9 +339,11 @@ def _snapshot_id(snap: Mapping[str, Any], queue: str, ts: int) -> str:
 def coalesce(actions: Sequence[Action]) -> tuple[list[Action], list[Action]]:
     """One action per document: ``(kept, superseded)``, kept in first-seen order.
 
-    Jobs keep the highest revision (the first one of equal revisions, as Elasticsearch
-    would: external versions must grow); events keep the first (``create``); snapshots keep
-    the last (``index`` overwrites).
+    Jobs and nodes keep the highest revision (the first one of equal revisions, as
+    Elasticsearch would: external versions must grow); a node's delete (its tombstone)
+    and whatever follows a delete replace what came before, in the order of the key's
+    partition; events keep the first (``create``); snapshots keep the last (``index``
+    overwrites).
     """
     kept: dict[tuple[Family, str], Action] = {}
     superseded: list[Action] = []
@@ -301,13 +352,20 @@ def coalesce(actions: Sequence[Action]) -> tuple[list[Action], list[Action]]:
         if old is None:
             kept[action.key] = action
             continue
-        if action.family is Family.SNAPSHOTS or (
-                action.family is Family.JOBS and (action.version or 0) > (old.version or 0)):
+        if action.family is Family.SNAPSHOTS or _newer(action, old):
             kept[action.key] = action
             superseded.append(old)
         else:
             superseded.append(action)
     return list(kept.values()), superseded
+
+
+def _newer(action: Action, old: Action) -> bool:
+    """Whether ``action`` replaces ``old``, a job's or node's earlier one in the flush."""
+    if action.family is Family.NODES and Op.DELETE in (action.op, old.op):
+        return True
+    return action.family in (Family.JOBS, Family.NODES) and (
+        (action.version or 0) > (old.version or 0))
 
 
 def _require_str(record: Mapping[str, Any], *names: str) -> None:

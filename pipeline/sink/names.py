@@ -1,10 +1,12 @@
 """Names of jobstream's Elasticsearch indices and aliases (pure).
 
-Three index families, each a set of monthly indices of one *generation* behind one alias::
+Four index families, each a set of indices of one *generation* behind one alias: monthly
+indices for three of them, a single ``current`` index for the nodes::
 
     <prefix>hpc-jobs-<gen>-2026.11         alias <prefix>hpc-jobs
     <prefix>hpc-job-events-<gen>-2026.11   alias <prefix>hpc-job-events
     <prefix>hpc-queue-snapshots-<gen>-2026.11  alias <prefix>hpc-queue-snapshots
+    <prefix>hpc-nodes-<gen>-current        alias <prefix>hpc-nodes
 
 The sink writes to the concrete index and everybody reads through the alias; a replay
 writes a new generation (``v2``) beside the live one and then moves the aliases.
@@ -13,6 +15,11 @@ A job document lives in the month of its ``t_submit``, a function of the job tha
 changes, because external versions are checked per index: a job spread over two months
 would have two documents. A job whose submit time is not known yet lives in the
 ``undated`` index of its generation until a revision with ``t_submit`` moves it.
+
+A node document (one per cluster and node, its current state) has no time of its own to
+be filed under, and is few (one per node, not per job): all of a generation's live in one
+index, :data:`CURRENT` (:data:`SINGLE_INDEX` families), so that its external versions are
+checked in one place.
 
 Every name is valid by construction, whatever a record or the configuration says:
 
@@ -40,11 +47,13 @@ from enum import StrEnum
 from functools import lru_cache
 
 __all__ = [
+    "CURRENT",
     "DEFAULT_GENERATION",
     "MAX_INDEX_NAME_BYTES",
     "MAX_PREFIX_BYTES",
     "MAX_TIME_MS",
     "MIN_TIME_MS",
+    "SINGLE_INDEX",
     "UNDATED",
     "Family",
     "TimeRangeError",
@@ -60,6 +69,9 @@ DEFAULT_GENERATION = "v1"
 
 #: Month part of the index of jobs whose submit time is unknown.
 UNDATED = "undated"
+
+#: Last part of the one index of a :data:`SINGLE_INDEX` family's generation.
+CURRENT = "current"
 
 #: The range of times a document may be filed under (epoch milliseconds, UTC, inclusive):
 #: 1970-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z.
@@ -85,12 +97,18 @@ class Family(StrEnum):
     JOBS = "hpc-jobs"
     EVENTS = "hpc-job-events"
     SNAPSHOTS = "hpc-queue-snapshots"
+    NODES = "hpc-nodes"
+
+
+#: Families of one index per generation (:data:`CURRENT`) instead of one per month.
+SINGLE_INDEX: frozenset[Family] = frozenset({Family.NODES})
 
 
 #: Room left for the prefix: the longest family, generation (``v`` and six digits) and
-#: month (``YYYY.MM`` or ``undated``, seven characters each), and their two dashes.
-MAX_PREFIX_BYTES = MAX_INDEX_NAME_BYTES - max(len(f"{f.value}-v999999-{UNDATED}")
-                                              for f in Family)
+#: last part (``YYYY.MM``, ``undated`` or ``current``), and their two dashes.
+MAX_PREFIX_BYTES = MAX_INDEX_NAME_BYTES - max(len(f"{f.value}-v999999-{last}")
+                                              for f in Family
+                                              for last in ("0000.00", UNDATED, CURRENT))
 
 
 def check_generation(generation: str) -> str:
@@ -139,9 +157,14 @@ def index_pattern(prefix: str, family: Family, generation: str) -> str:
 
 @lru_cache(maxsize=4096)  # called per document; few distinct answers
 def index_name(prefix: str, family: Family, generation: str, month: str) -> str:
-    """The concrete index; ``month`` is :func:`month_of`'s ``YYYY.MM`` or :data:`UNDATED`
-    (ValueError for anything else: no name is made of what is not a month)."""
-    if month != UNDATED and not _MONTH.match(month):
+    """The concrete index; ``month`` is :func:`month_of`'s ``YYYY.MM`` or :data:`UNDATED`,
+    and :data:`CURRENT` for (only) a :data:`SINGLE_INDEX` family (ValueError for anything
+    else: no name is made of what is not a month)."""
+    if family in SINGLE_INDEX:
+        if month != CURRENT:
+            raise ValueError(f"{family.value} has one index per generation, {CURRENT}: "
+                             f"{month!r}")
+    elif month != UNDATED and not _MONTH.match(month):
         raise ValueError(f"index month must be YYYY.MM or {UNDATED}: {month!r}")
     return f"{check_prefix(prefix)}{family.value}-{check_generation(generation)}-{month}"
 

@@ -1,12 +1,13 @@
 """The sink's consumer loop: Kafka topics -> Elasticsearch, offsets committed after acks.
 
-One process consumes ``hpc.jobs.state``, ``hpc.jobs.events`` and ``hpc.queue.snapshots``
-(consumer group ``<worker.app_id>-sink``; more processes share the partitions), gathers a
-batch (``sink.max_batch`` records, ``sink.flush_interval_s`` after its first record, or
-as soon as a poll of ``sink.quiet_s`` brings nothing more) and flushes it. Records that
-cannot be decoded or turned into documents, and documents Elasticsearch rejects for their
-content, go to the DLQ; the stream goes on. A tombstone (a job aged out of the state
-topic) writes nothing: the document is history.
+One process consumes ``hpc.jobs.state``, ``hpc.jobs.events``, ``hpc.queue.snapshots`` and
+``hpc.nodes.state`` (consumer group ``<worker.app_id>-sink``; more processes share the
+partitions), gathers a batch (``sink.max_batch`` records, ``sink.flush_interval_s`` after
+its first record, or as soon as a poll of ``sink.quiet_s`` brings nothing more) and
+flushes it. Records that cannot be decoded or turned into documents, and documents
+Elasticsearch rejects for their content, go to the DLQ; the stream goes on. A tombstone of
+a job (aged out of the state topic) writes nothing: the document is history. A tombstone
+of a node deletes its document (:mod:`.converter`).
 
 While Elasticsearch is unreachable the flush blocks and retries; the consumer's partitions
 are paused and it keeps polling, so the group does not evict it. SIGTERM/SIGINT
@@ -117,6 +118,7 @@ class SinkRunner:
             cfg.topics.state: (Family.JOBS, codecs["state"]),
             cfg.topics.events: (Family.EVENTS, codecs["events"]),
             cfg.topics.snapshots: (Family.SNAPSHOTS, codecs["snapshots"]),
+            cfg.topics.nodes: (Family.NODES, codecs["nodes"]),
         }
         self._clock = clock
         self._tracker = OffsetTracker()
@@ -256,7 +258,8 @@ class SinkRunner:
             value = rec.msg.value()
             if value is None:
                 self.stats.tombstones += 1
-                continue
+                if rec.family is not Family.NODES:
+                    continue
             if guard is None:
                 action = self._convert_one(rec, value)
             else:
@@ -277,9 +280,11 @@ class SinkRunner:
                 actions.append(action)
         return actions
 
-    def _convert_one(self, rec: Record, value: bytes) -> Action | None:
+    def _convert_one(self, rec: Record, value: bytes | None) -> Action | None:
         family, codec = self._families[rec.msg.topic() or ""]
         try:
+            if value is None:  # a node's tombstone: _convert passes no other
+                return self._converter.node_gone(rec.msg.key(), rec)
             return self._converter.convert(family, codec.decode(value), rec)
         except (ParseError, DocumentError) as exc:
             self._route.dead_letter(rec, exc.reason, exc.message)

@@ -1,4 +1,4 @@
-"""Index templates, index creation and alias moves for the three index families.
+"""Index templates, index creation and alias moves for the index families.
 
 The mappings are data: ``schemas/elasticsearch/<family>.json`` (``description``,
 ``settings``, ``mappings``). From them this module builds one composable index template per
@@ -27,6 +27,8 @@ from elasticsearch import ApiError, BadRequestError, Elasticsearch, NotFoundErro
 from pipeline import PACKAGE_DIR
 from pipeline.runtime.errors import ConfigError, SinkError
 from pipeline.sink.names import (
+    CURRENT,
+    SINGLE_INDEX,
     UNDATED,
     Family,
     alias_name,
@@ -107,8 +109,9 @@ def live_generation(es: Elasticsearch, prefix: str) -> str | None:
 def ensure_indices(es: Elasticsearch, prefix: str, generation: str, *,
                    live: bool | None = None, now_ms: int | None = None) -> bool:
     """Put the templates of ``generation``, update the mappings of its existing indices and
-    create this month's indices (and the undated jobs index), so that the aliases exist
-    before the first document.
+    create this month's indices (and the undated jobs index, and the one index of each
+    :data:`~pipeline.sink.names.SINGLE_INDEX` family), so that the aliases exist before
+    the first document.
 
     ``live``: whether this generation carries the aliases; None = it does if the aliases
     point at it or nowhere yet. Returns the ``live`` decided.
@@ -126,7 +129,9 @@ def ensure_indices(es: Elasticsearch, prefix: str, generation: str, *,
                                       **index_template(prefix, family, generation, live=live))
         _update_existing(es, prefix, family, generation)
         months: Iterable[str] = [_this_month(now_ms)]
-        if family is Family.JOBS:
+        if family in SINGLE_INDEX:
+            months = [CURRENT]
+        elif family is Family.JOBS:
             months = [*months, UNDATED]
         for month in months:
             _create_index(es, index_name(prefix, family, generation, month))
@@ -140,7 +145,7 @@ def ensure_indices(es: Elasticsearch, prefix: str, generation: str, *,
 
 
 def swap_aliases(es: Elasticsearch, prefix: str, from_gen: str, to_gen: str) -> None:
-    """Move the three aliases from ``from_gen``'s indices to ``to_gen``'s, atomically.
+    """Move every family's alias from ``from_gen``'s indices to ``to_gen``'s, atomically.
 
     Readers see either all of the old generation or all of the new one, never a mix and
     never nothing. The templates follow, so that new months of ``to_gen`` join the aliases

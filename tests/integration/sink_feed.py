@@ -3,6 +3,8 @@ reading back Kafka offsets and Elasticsearch documents."""
 
 from __future__ import annotations
 
+import copy
+import json
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -10,9 +12,12 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from datafiles import REPO
 from elasticsearch import Elasticsearch
 
 from pipeline.codecs.codec import codecs_from_config
+from pipeline.fold.nodes import fold_nodes
+from pipeline.parsers import parse_record
 from pipeline.runtime.config import Config
 from pipeline.sink.runner import SinkRunner
 from pipeline.sink.stats import SinkStats
@@ -28,7 +33,8 @@ GUARD_S = 300.0
 
 def create_topics(cfg: Config, partitions: int = 2) -> None:
     admin = AdminClient(cfg.librdkafka())
-    new = [NewTopic(cfg.topics.state, partitions, 1, config={"cleanup.policy": "compact"})]
+    new = [NewTopic(t, partitions, 1, config={"cleanup.policy": "compact"})
+           for t in (cfg.topics.state, cfg.topics.nodes)]
     new += [NewTopic(t, partitions, 1)
             for t in (cfg.topics.events, cfg.topics.snapshots, cfg.topics.dlq)]
     for future in admin.create_topics(new, operation_timeout=30).values():
@@ -69,6 +75,42 @@ def snapshot_doc(k: int, worker: str = "w1") -> dict[str, Any]:
             "pending_node_hours": 1.5 * k}
 
 
+#: A recorded ``scontrol show nodes --json`` (Slurm 24.05, six nodes).
+SLURM_NODES = REPO / "tests" / "data" / "slurm" / "nodes_v0.0.41_24.05.json"
+
+
+def node_revisions() -> list[dict[str, dict[str, Any]]]:
+    """NodeState documents of four polls of :data:`SLURM_NODES` (gpu02 drained, resumed,
+    then downed between them), folded as the worker folds them: item ``k`` maps each
+    node's id to its document after poll ``k`` (revision ``k + 1``)."""
+    base = json.loads(SLURM_NODES.read_text())
+    t = base["last_update"]["number"]
+
+    def at(when: int | None) -> dict[str, Any]:
+        return {"set": True, "infinite": False, "number": when or 0}
+
+    changes: list[dict[str, Any]] = [
+        {},
+        {"state": ["IDLE", "DRAIN"], "reason": "fan failure", "reason_changed_at": at(t + 90),
+         "reason_set_by_user": "root"},
+        {"state": ["IDLE"], "reason": "", "reason_changed_at": at(None),
+         "reason_set_by_user": ""},
+        {"state": ["DOWN"], "reason": "Kill task failed", "reason_changed_at": at(t + 280),
+         "reason_set_by_user": "slurm"},
+    ]
+    events: list[Any] = []
+    out: list[dict[str, dict[str, Any]]] = []
+    for k, change in enumerate(changes):
+        poll = copy.deepcopy(base)
+        poll["last_update"] = at(t + 100 * k)
+        for node in poll["nodes"]:
+            if node["name"] == "gpu02":
+                node.update(change)
+        events += parse_record("slurm-nodes", json.dumps(poll).encode(), cluster="c1")
+        out.append({f"{d['cluster']}:{d['node']}": d for d in fold_nodes(events)})
+    return out
+
+
 class Feed:
     """Produces Avro records to the sink's topics, keyed as the agents key them."""
 
@@ -96,9 +138,14 @@ class Feed:
         self.raw(self.cfg.topics.snapshots, f"{snap['cluster']}:{snap['queue']}",
                  self.codecs["snapshots"].encode(snap))
 
-    def indexed(self, doc: dict[str, Any]) -> dict[str, Any]:
-        """What the sink should index for JobState ``doc``: Avro defaults filled, no nulls."""
-        decoded = self.codecs["state"].decode(self.codecs["state"].encode(doc))
+    def node(self, doc: dict[str, Any]) -> None:
+        self.raw(self.cfg.topics.nodes, f"{doc['cluster']}:{doc['node']}",
+                 self.codecs["nodes"].encode(doc))
+
+    def indexed(self, doc: dict[str, Any], codec: str = "state") -> dict[str, Any]:
+        """What the sink should index for a ``codec`` value (JobState unless said) ``doc``:
+        Avro defaults filled, no nulls."""
+        decoded = self.codecs[codec].decode(self.codecs[codec].encode(doc))
         return {k: v for k, v in decoded.items() if v is not None}
 
     def flush(self) -> None:
@@ -157,9 +204,10 @@ def end_offsets(cfg: Config, topic: str) -> dict[int, int]:
 
 
 def uncommitted(cfg: Config) -> int:
-    """Records of the sink's three topics the sink group has not committed."""
+    """Records of the sink's topics the sink group has not committed."""
     total = 0
-    for topic in (cfg.topics.state, cfg.topics.events, cfg.topics.snapshots):
+    for topic in (cfg.topics.state, cfg.topics.events, cfg.topics.snapshots,
+                  cfg.topics.nodes):
         done = committed(cfg, topic)
         total += sum(end - done[p] for p, end in end_offsets(cfg, topic).items())
     return total

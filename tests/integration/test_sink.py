@@ -1,7 +1,7 @@
 """The Elasticsearch sink against the real local Kafka and Elasticsearch.
 
-Records are Avro-encoded JobState / JobEvent / QueueSnapshot values on the test's own
-topics; the sink writes the test's own indices (``stack_cfg`` isolates both).
+Records are Avro-encoded JobState / JobEvent / QueueSnapshot / NodeState values on the
+test's own topics; the sink writes the test's own indices (``stack_cfg`` isolates both).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from sink_feed import (
     event_doc,
     index_of,
     job_doc,
+    node_revisions,
     read_dlq,
     run_sink,
     snapshot_doc,
@@ -183,6 +184,46 @@ def test_tombstones_write_nothing(cfg: Config, es: Elasticsearch) -> None:
     runner = drain(cfg)
     assert runner.stats.tombstones == 1
     assert set(all_docs(es, aliases(cfg)[0])) == {"c1:1"}
+
+
+def test_node_states_become_documents_and_a_newer_revision_wins_whatever_the_order(
+        cfg: Config, es: Elasticsearch) -> None:
+    """NodeState values as the worker folds them (four polls of a recorded scontrol output,
+    revisions 1-4 of six nodes) reach ``hpc-nodes-v1-current`` whatever order their
+    revisions come in: within a flush coalescing keeps the newest, across flushes
+    Elasticsearch's external version check refuses an older one. A tombstone deletes."""
+    nodes_alias = alias_name(cfg.elasticsearch.index_prefix, Family.NODES)
+    revisions = node_revisions()
+    final = revisions[-1]
+    ids = sorted(final)
+    assert len(ids) == 6 and {d["revision"] for d in final.values()} == {4}
+    # Half of the nodes get their newest revision first, then older ones; the others get
+    # old ones first, and the newest only in the second run.
+    newest_first = set(ids[::2])
+    feed = Feed(cfg)
+    for i in ids:
+        for k in ((3, 0, 2) if i in newest_first else (0, 1)):
+            feed.node(revisions[k][i])
+    feed.flush()
+    drain(cfg)
+    for i in ids:
+        for k in ((1,) if i in newest_first else (2, 3)):
+            feed.node(revisions[k][i])
+    feed.flush()
+    runner = drain(cfg)
+    assert runner.stats.duplicates == len(newest_first)  # refused by version, not coalesced
+    assert runner.stats.dead_lettered == 0
+    docs = all_docs(es, nodes_alias)
+    assert docs == {i: feed.indexed(final[i], "nodes") for i in ids}
+    assert docs["testcluster:gpu02"]["state"] == "down"
+    assert {es.get(index=nodes_alias, id=i)["_version"] for i in ids} == {4}
+    assert set(index_of(es, nodes_alias).values()) == {
+        f"{cfg.elasticsearch.index_prefix}hpc-nodes-v1-current"}
+    # a node's tombstone (none is made yet: a node leaving the cluster) deletes it
+    feed.raw(cfg.topics.nodes, "testcluster:cpu03", None)
+    feed.flush()
+    assert drain(cfg).stats.tombstones == 1
+    assert set(all_docs(es, nodes_alias)) == set(ids) - {"testcluster:cpu03"}
 
 
 def test_a_replay_generation_stays_out_of_the_aliases_until_swapped(

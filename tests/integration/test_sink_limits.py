@@ -21,7 +21,7 @@ from sink_feed import NOV_2026, Feed, all_docs, create_topics, job_doc, run_sink
 from pipeline.runtime.config import Config
 from pipeline.sink.client import BulkClient, Outcome
 from pipeline.sink.converter import MAX_ID_BYTES, Action, Converter
-from pipeline.sink.names import Family, alias_name, index_name
+from pipeline.sink.names import CURRENT, SINGLE_INDEX, Family, alias_name, index_name
 from pipeline.sink.runner import SinkRunner
 from pipeline.sink.templates import ensure_indices, family_body
 
@@ -103,7 +103,8 @@ def test_ignore_above_reaches_indices_made_with_the_mapping_of_before(
     for family in Family:
         body = family_body(family)
         old = _without_ignore_above(body["mappings"])
-        es.indices.create(index=index_name(prefix, family, "v1", "2026.10"),
+        last = CURRENT if family in SINGLE_INDEX else "2026.10"
+        es.indices.create(index=index_name(prefix, family, "v1", last),
                           settings=body["settings"], mappings=old)
     ensure_indices(es, prefix, "v1", live=True)  # put_mapping on the existing indices
     got = es.indices.get_mapping(index=index_name(prefix, Family.JOBS, "v1", "2026.10"))

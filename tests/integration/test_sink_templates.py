@@ -29,9 +29,11 @@ def test_ensure_is_idempotent_and_makes_the_aliases(stack_cfg: Config,
         f"{p}hpc-jobs-v1-undated": {f"{p}hpc-jobs"},
         f"{p}hpc-job-events-v1-2026.11": {f"{p}hpc-job-events"},
         f"{p}hpc-queue-snapshots-v1-2026.11": {f"{p}hpc-queue-snapshots"},
+        f"{p}hpc-nodes-v1-current": {f"{p}hpc-nodes"},
     }
     # the aliases exist before any document: Grafana can point at them at once
     assert es.count(index=alias_name(p, Family.JOBS))["count"] == 0
+    assert es.count(index=alias_name(p, Family.NODES))["count"] == 0
 
 
 def test_next_months_index_joins_the_alias_of_the_live_generation_only(
@@ -79,7 +81,7 @@ def test_a_changed_field_type_asks_for_a_new_generation(stack_cfg: Config,
         ensure_indices(es, p, "v1", now_ms=NOV_2026)
 
 
-def test_swap_moves_all_three_aliases_and_back(stack_cfg: Config, es: Elasticsearch) -> None:
+def test_swap_moves_all_the_aliases_and_back(stack_cfg: Config, es: Elasticsearch) -> None:
     p = stack_cfg.elasticsearch.index_prefix
     ensure_indices(es, p, "v1", now_ms=NOV_2026)
     ensure_indices(es, p, "v2", now_ms=NOV_2026)

@@ -151,24 +151,31 @@ class Elasticsearch:
         self.hook = hook or (lambda _: None)
         self.item = item or (lambda _: {"status": 201})
         self.docs: dict[str, dict[str, Any]] = {}
+        #: (op, its metadata line) of every bulk item, in order
+        self.ops: list[tuple[str, dict[str, Any]]] = []
         self.requests = 0
 
     def bulk(self, *, operations: list[bytes], **_: Any) -> dict[str, Any]:
         lines = [json.loads(line) for op in operations for line in op.splitlines()]
         items: list[dict[str, Any]] = []
         pairs: list[tuple[str, str, dict[str, Any] | None]] = []
+        metas: list[tuple[str, dict[str, Any]]] = []
         i = 0
         while i < len(lines):
             (op, meta), = lines[i].items()
             source = lines[i + 1] if op != "delete" else None
             i += 1 if op == "delete" else 2
             pairs.append((op, meta["_id"], source))
+            metas.append((op, meta))
         self.hook([doc_id for _, doc_id, _ in pairs])
         self.requests += 1
+        self.ops += metas
         for op, doc_id, source in pairs:
             answer = self.item(doc_id)
             if 200 <= answer["status"] < 300 and source is not None:
                 self.docs[doc_id] = source
+            elif 200 <= answer["status"] < 300 and op == "delete":
+                self.docs.pop(doc_id, None)
             items.append({op: answer})
         return {"items": items}
 
@@ -200,6 +207,10 @@ class Stack:
     def state(self, doc: dict[str, Any], partition: int = 0) -> Message:
         return self.log.append(self.cfg.topics.state, f"c1:{doc['job_id']}".encode(),
                                self.codecs["state"].encode(doc), partition)
+
+    def node(self, doc: dict[str, Any], partition: int = 0) -> Message:
+        return self.log.append(self.cfg.topics.nodes, f"{doc['cluster']}:{doc['node']}".encode(),
+                               self.codecs["nodes"].encode(doc), partition)
 
     def runner(self, convert_hook: Callable[[dict[str, Any]], None] | None = None
                ) -> SinkRunner:

@@ -6,7 +6,10 @@ import json
 from typing import Any
 
 import pytest
+from datafiles import REPO
 
+from pipeline.fold.nodes import fold_nodes
+from pipeline.parsers import parse_record
 from pipeline.sink.converter import Action, Converter, DocumentError, Op, coalesce
 from pipeline.sink.names import Family
 
@@ -38,6 +41,18 @@ def snapshot(**extra: Any) -> dict[str, Any]:
                             "oldest_pending_age_s": None}
     snap.update(extra)
     return snap
+
+
+def node(revision: int = 2, **extra: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {"cluster": "c1", "scheduler": "slurm", "node": "n01",
+                           "state": "drained", "scheduler_state": "IDLE+DRAIN",
+                           "drained": True, "responding": True, "allocated": False,
+                           "reason": "bad DIMM", "reason_by": "root", "reason_at": NOV_2026,
+                           "since": NOV_2026, "state_s": {"drained": 60.0},
+                           "partitions": [], "revision": revision,
+                           "updated_at": NOV_2026 + 60_000}
+    doc.update(extra)
+    return doc
 
 
 conv = Converter(prefix="t-", generation="v2")
@@ -146,10 +161,65 @@ class TestSnapshots:
             conv.snapshot(snapshot(timestamp=1.5))
 
 
+class TestNodes:
+    def test_index_with_external_version_into_the_current_index(self) -> None:
+        a = conv.node(node(revision=7))
+        assert a.op is Op.INDEX and a.family is Family.NODES
+        assert a.index == "t-hpc-nodes-v2-current" == conv.nodes_index()
+        assert a.header() == {"index": {"_index": "t-hpc-nodes-v2-current", "_id": "c1:n01",
+                                        "version": 7, "version_type": "external"}}
+
+    def test_the_index_is_the_same_whatever_the_times(self) -> None:
+        # a node's versions are checked in one index: no time may move its document
+        later = conv.node(node(since=DEC_2026, updated_at=DEC_2026, reason_at=None))
+        assert later.index == conv.node(node()).index
+
+    def test_nulls_left_out_of_source(self) -> None:
+        source = conv.node(node(reason=None, reason_by=None, allocated=None)).source
+        assert source is not None
+        assert not {"reason", "reason_by", "allocated"} & set(source)
+        assert source["state_s"] == {"drained": 60.0} and source["partitions"] == []
+
+    def test_a_folded_node_document_converts_with_the_folds_id(self) -> None:
+        payload = (REPO / "tests/data/slurm/nodes_v0.0.41_24.05.json").read_bytes()
+        docs = fold_nodes(parse_record("slurm-nodes", payload, cluster="c"))
+        actions = [conv.node(d) for d in docs]
+        assert {a.doc_id for a in actions} == {f"testcluster:{d['node']}" for d in docs}
+        assert all(a.version == d["revision"] == 1 for a, d in zip(actions, docs, strict=True))
+
+    @pytest.mark.parametrize("revision", [None, -1, "3", 2.5, True])
+    def test_bad_revision(self, revision: Any) -> None:
+        with pytest.raises(DocumentError, match="node document revision") as info:
+            conv.node(node(revision=revision))
+        assert info.value.reason == "bad_revision"
+
+    @pytest.mark.parametrize("name", ["cluster", "node"])
+    def test_missing_identity(self, name: str) -> None:
+        with pytest.raises(DocumentError) as info:
+            conv.node(node(**{name: ""}))
+        assert info.value.reason == "missing_field"
+
+    def test_a_tombstone_deletes_by_its_key_without_a_version(self) -> None:
+        d = conv.node_gone(b"c1:n01", origin="o")
+        assert (d.op, d.family, d.index, d.doc_id, d.version, d.origin) == (
+            Op.DELETE, Family.NODES, "t-hpc-nodes-v2-current", "c1:n01", None, "o")
+        assert d.operations() == [{"delete": {"_index": "t-hpc-nodes-v2-current",
+                                              "_id": "c1:n01"}}]
+        assert d.doc_id == conv.node(node()).doc_id
+
+    @pytest.mark.parametrize(("key", "reason"), [(None, "missing_field"), (b"", "missing_field"),
+                                                 (b"\xff:n01", "bad_key")])
+    def test_a_tombstone_without_a_usable_key(self, key: bytes | None, reason: str) -> None:
+        with pytest.raises(DocumentError) as info:
+            conv.node_gone(key)
+        assert info.value.reason == reason
+
+
 def test_convert_dispatches_by_family() -> None:
     assert conv.convert(Family.JOBS, job(), origin="o").origin == "o"
     assert conv.convert(Family.EVENTS, event()).family is Family.EVENTS
     assert conv.convert(Family.SNAPSHOTS, snapshot()).family is Family.SNAPSHOTS
+    assert conv.convert(Family.NODES, node()).family is Family.NODES
 
 
 def test_operations_are_header_and_source_lines() -> None:
@@ -191,6 +261,21 @@ class TestCoalesce:
         kept, _ = coalesce([conv.snapshot(snapshot(pending_jobs=1), origin=1),
                             conv.snapshot(snapshot(pending_jobs=2), origin=2)])
         assert [a.origin for a in kept] == [2]
+
+    def test_highest_node_revision_whatever_the_order(self) -> None:
+        for order in ((2, 5, 3, 1), (5, 1), (1, 5)):
+            kept, superseded = coalesce([conv.node(node(revision=r), origin=r) for r in order])
+            assert [a.version for a in kept] == [5]
+            assert sorted(a.origin for a in superseded) == sorted(set(order) - {5})
+
+    def test_a_node_tombstone_replaces_what_came_before_and_yields_to_what_follows(
+            self) -> None:
+        gone = conv.node_gone(b"c1:n01", origin="gone")
+        kept, superseded = coalesce([conv.node(node(revision=4), origin=4), gone])
+        assert kept == [gone] and [a.origin for a in superseded] == [4]
+        back = conv.node(node(revision=1), origin="back")
+        kept, superseded = coalesce([gone, back])
+        assert [a.origin for a in kept] == ["back"] and superseded == [gone]
 
     def test_families_never_coalesce_with_each_other(self) -> None:
         a = Action(Family.JOBS, Op.INDEX, "i", "x", {}, 1)
