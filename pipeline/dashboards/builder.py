@@ -222,7 +222,10 @@ class Grid:
 
 def query_var(name: str, label: str, ds: DataSource, field_: str, *, query: str = "",
               all_value: str = "*", description: str = "") -> dict[str, Any]:
-    """A multi-value variable listing the values of a keyword field (terms query)."""
+    """A multi-value variable listing the values of a keyword field (terms query).
+
+    ``all_value``: what "All" is written as; empty for none, and then Grafana writes the
+    values the query found (in a Lucene query ``("a" OR "b")``, ``__empty__`` for none)."""
     find: dict[str, Any] = {"find": "terms", "field": field_, "size": 1000}
     if query:
         find["query"] = query

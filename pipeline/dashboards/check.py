@@ -6,7 +6,10 @@ For each panel of the dashboards, each Elasticsearch target is checked twice:
    type that suits the use (:mod:`pipeline.dashboards.fields`);
 2. by running it: the request Grafana would send (:mod:`pipeline.dashboards.grafana_query`),
    all targets of a panel in one ``_msearch`` as Grafana batches them, with template
-   variables set to "All" (or their current value), unless given a value.
+   variables set to "All" (or their current value), unless given a value. A query
+   variable's "All" without a custom all value stands for the values its own query finds
+   (run first, in the dashboard's order of variables, as Grafana resolves a chain of
+   them), written as Grafana writes them in a Lucene query: ``("a" OR "b")``.
 
 A target is *broken* (Elasticsearch answered an error, or the mapping does not fit),
 *empty* (no document, or no value in any bucket) or *ok*. Expression targets are checked
@@ -34,7 +37,11 @@ from pipeline.dashboards.datasources import (
     by_uid,
 )
 from pipeline.dashboards.fields import check_use, field_types, field_uses
-from pipeline.dashboards.grafana_query import build_search, substitute, variable_values
+from pipeline.dashboards.grafana_query import (
+    build_search,
+    substitute,
+    variable_values,
+)
 from pipeline.dashboards.grafana_time import (
     DEFAULT_MAX_DATA_POINTS,
     QueryError,
@@ -157,7 +164,7 @@ class Checker:
 
     def check_dashboard(self, board: Mapping[str, Any], time_range: TimeRange
                         ) -> list[PanelReport]:
-        values = self._values(board)
+        values = self._values(board, time_range)
         reports = [self._check_variable(_board_name(board), var, values, time_range)
                    for var in board.get("templating", {}).get("list", [])
                    if var.get("type") == "query" and not _foreign(var.get("datasource"))]
@@ -166,15 +173,42 @@ class Checker:
     def answer_dashboard(self, board: Mapping[str, Any], time_range: TimeRange
                          ) -> list[PanelAnswer]:
         """Every panel with an Elasticsearch target, run; in the dashboard's order."""
-        values = self._values(board)
+        values = self._values(board, time_range)
         return [self._check_panel(_board_name(board), panel, values, time_range)
                 for panel in panels_of(board)
                 if any(not _foreign(_source(t, panel)) for t in panel.get("targets") or [])]
 
-    def _values(self, board: Mapping[str, Any]) -> dict[str, str]:
-        values = variable_values(board)
+    def _values(self, board: Mapping[str, Any], time_range: TimeRange) -> dict[str, str]:
+        """Each variable's value: as given, else "All" or the current value; the "All" of
+        a query variable without a custom all value is its values, found in order so that
+        a variable whose query names an earlier one sees that one's value."""
+        options: dict[str, list[str]] = {}
+        values = self._given(variable_values(board, options))
+        for var in board.get("templating", {}).get("list", []):
+            name = str(var.get("name") or "")
+            if (var.get("type") == "query" and var.get("includeAll")
+                    and not var.get("allValue") and name not in self.variables
+                    and not _foreign(var.get("datasource"))):
+                options[name] = self._options(var, values, time_range)
+                values = self._given(variable_values(board, options))
+        return values
+
+    def _given(self, values: dict[str, str]) -> dict[str, str]:
         values.update({k: v for k, v in self.variables.items() if k in values})
         return values
+
+    def _options(self, var: Mapping[str, Any], values: Mapping[str, str],
+                 time_range: TimeRange) -> list[str]:
+        """The values a terms variable's query finds (none when it fails: its own report
+        says why), as Grafana lists them."""
+        item = self._variable_plan(var, values, time_range)
+        if not isinstance(item, _Planned):
+            return []
+        self._run([item])
+        if item.response is None:
+            return []
+        buckets = ((item.response.get("aggregations") or {}).get("2") or {}).get("buckets")
+        return [str(b.get("key_as_string", b.get("key"))) for b in buckets or []]
 
     # -- panels
 
@@ -208,8 +242,18 @@ class Checker:
     def _check_variable(self, board: str, var: Mapping[str, Any], values: Mapping[str, str],
                         time_range: TimeRange) -> PanelReport:
         """A terms variable as Grafana queries it: count by the field's values."""
-        uid = _uid(var.get("datasource") or {})
         title = f"variable ${var.get('name')}"
+        item = self._variable_plan(var, values, time_range)
+        if isinstance(item, _Planned):
+            self._run([item])
+            report = item.report
+        else:
+            report = item
+        return PanelReport(board, None, title, _panel_status([report]), [report])
+
+    def _variable_plan(self, var: Mapping[str, Any], values: Mapping[str, str],
+                       time_range: TimeRange) -> _Planned | TargetReport:
+        uid = _uid(var.get("datasource") or {})
         query = var.get("query")
         if isinstance(query, Mapping):  # newer Grafana wraps it: {"query": "...", ...}
             query = query.get("query")
@@ -220,9 +264,8 @@ class Checker:
         if not isinstance(definition, dict):
             definition = {}
         if definition.get("find") != "terms" or not definition.get("field"):
-            report = TargetReport("var", uid, Status.BROKEN, "bad-target",
-                                  "not a terms variable query ({\"find\": \"terms\", ...})")
-            return PanelReport(board, None, title, Status.BROKEN, [report])
+            return TargetReport("var", uid, Status.BROKEN, "bad-target",
+                                "not a terms variable query ({\"find\": \"terms\", ...})")
         target = substitute({
             "refId": "var", "query": definition.get("query", ""),
             "metrics": [{"id": "1", "type": "count"}],
@@ -230,13 +273,7 @@ class Checker:
                             "settings": {"size": str(definition.get("size", 500)),
                                          "order": "asc", "orderBy": "_key"}}],
         }, values)
-        item = self._plan("var", uid, target, time_range, "")
-        if isinstance(item, _Planned):
-            self._run([item])
-            report = item.report
-        else:
-            report = item
-        return PanelReport(board, None, title, _panel_status([report]), [report])
+        return self._plan("var", uid, target, time_range, "")
 
     def _panel_range(self, panel: Mapping[str, Any], time_range: TimeRange) -> TimeRange:
         relative = panel.get("timeFrom")

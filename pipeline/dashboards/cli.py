@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from pipeline.dashboards import health, job, overview, render
+from pipeline.dashboards import health, job, node, overview, render
 from pipeline.dashboards.check import Checker, PanelReport, Status, summarize
 from pipeline.dashboards.grafana_time import QueryError, TimeRange, parse_time
 from pipeline.runtime.errors import ConfigError
@@ -22,7 +22,8 @@ from pipeline.sink.client import make_client
 __all__ = ["dashboards"]
 
 #: the dashboards ``preview`` draws, by the name ``--dashboard`` takes
-PREVIEWABLE = {"overview": overview.build, "job": job.build, "pipeline": health.build}
+PREVIEWABLE = {"overview": overview.build, "job": job.build, "node": node.build,
+               "pipeline": health.build}
 
 _STYLE = {Status.OK: "green", Status.EMPTY: "yellow", Status.BROKEN: "bold red"}
 
@@ -79,7 +80,7 @@ def check(ctx: click.Context, from_: str, to: str, files: tuple[str, ...],
               help="Directory to write the images and pages to.")
 @click.option("--dashboard", "names", multiple=True,
               type=click.Choice(sorted(PREVIEWABLE)),
-              help="Preview only this dashboard (repeatable) [default: all three].")
+              help="Preview only this dashboard (repeatable) [default: all].")
 @click.option("--from", "from_", default="now-24h", show_default=True,
               help="Start of the time range (now-24h, epoch ms, ISO 8601).")
 @click.option("--to", "to", default="now", show_default=True, help="End of the time range.")

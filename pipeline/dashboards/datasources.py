@@ -2,7 +2,8 @@
 
 Grafana's Elasticsearch data source filters every query on *its* configured time field
 only, so each time semantics of an index gets a data source of its own: jobs by submit,
-start and end time, events by event time, queue snapshots by snapshot time. Dashboards
+start and end time, events by event time, queue snapshots by snapshot time, node
+documents by the time their current state began (``since``). Dashboards
 refer to data sources by ``uid``; keep the uids stable.
 
 The provisioning YAML is written by hand (no YAML library at run time): every value is a
@@ -79,8 +80,13 @@ EVENTS = DataSource("jobstream-events", "jobstream job events", Family.EVENTS, "
 SNAPSHOTS = DataSource("jobstream-snapshots", "jobstream queue snapshots", Family.SNAPSHOTS,
                        "timestamp", time_interval="30s")
 
+# A node document is its node's state now; its time is when that state began, so a
+# dashboard's range selects the nodes whose state changed in it (the "now" panels of
+# nodes look back far enough to see every node: pipeline.dashboards.overview_nodes).
+NODES = DataSource("jobstream-nodes", "jobstream nodes by state start", Family.NODES, "since")
+
 DATASOURCES: tuple[DataSource, ...] = (JOBS_BY_SUBMIT, JOBS_BY_START, JOBS_BY_END, EVENTS,
-                                       SNAPSHOTS)
+                                       SNAPSHOTS, NODES)
 
 
 def by_uid(uid: str, sources: Sequence[DataSource] = DATASOURCES) -> DataSource | None:

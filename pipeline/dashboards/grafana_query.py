@@ -43,6 +43,8 @@ __all__ = [
     "PIPELINE_AGGS",
     "build_search",
     "clamp_auto_interval_ms",
+    "lucene_escape",
+    "lucene_values",
     "substitute",
     "variable_values",
 ]
@@ -65,22 +67,55 @@ _HIGHLIGHT = {"fields": {"*": {}}, "pre_tags": ["@HIGHLIGHT@"], "post_tags": ["@
 
 
 
-def variable_values(dashboard: Mapping[str, Any]) -> dict[str, str]:
-    """What each template variable stands for in a check: "All" (the variable's custom
-    all value, else ``*``) where the variable offers it, else its current value."""
+def variable_values(dashboard: Mapping[str, Any],
+                    options: Mapping[str, Sequence[str]] | None = None) -> dict[str, str]:
+    """What each template variable stands for in a check: "All" where the variable offers
+    it, else its current value.
+
+    "All" is the variable's custom all value when it has one, written as it is (Grafana
+    does not format a custom all value). Without one Grafana writes the variable's values
+    themselves, in the data source's format (:func:`lucene_values`): ``options`` gives
+    them by variable name (the check asks Elasticsearch, as Grafana's variable query
+    would); a variable missing from ``options`` stands for ``*``, an approximation for
+    callers that ask no server (its field still gets checked)."""
     out: dict[str, str] = {}
     for var in dashboard.get("templating", {}).get("list", []):
         name = var.get("name")
         if not name:
             continue
         if var.get("includeAll"):
-            out[name] = var.get("allValue") or "*"
+            custom = var.get("allValue")
+            if custom:
+                out[name] = str(custom)
+            elif options is not None and name in options:
+                out[name] = lucene_values(options[name])
+            else:
+                out[name] = "*"
             continue
         value = (var.get("current") or {}).get("value", var.get("query", ""))
         if isinstance(value, list):
             value = value[0] if value else ""
         out[name] = str(value)
     return out
+
+
+#: The characters Grafana's ``luceneEscape`` escapes (public/app/features/templating or
+#: @grafana/scenes, interpolation/formatRegistry.ts).
+_LUCENE_SPECIAL = re.compile(r'([!*+\-=<>\s&|()\[\]{}^~?:\\/"])')
+
+
+def lucene_escape(value: str) -> str:
+    return _LUCENE_SPECIAL.sub(r"\\\1", value)
+
+
+def lucene_values(values: Sequence[str]) -> str:
+    """A list of values as Grafana's ``lucene`` format writes it, the Elasticsearch data
+    source's format for a variable in a query (formatRegistry.ts): each value escaped and
+    quoted, OR'ed in parentheses (one value too: ``("a")``), and ``__empty__`` for none,
+    which matches nothing."""
+    if not values:
+        return "__empty__"
+    return "(" + " OR ".join(f'"{lucene_escape(v)}"' for v in values) + ")"
 
 
 def substitute(obj: Any, values: Mapping[str, str]) -> Any:

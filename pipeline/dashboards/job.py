@@ -17,6 +17,11 @@ index with typed ``usage.*`` figures of one node at one moment (schemas/README.m
 series"): one line per node (``usage.node``), each time bucket's mean (CPU, GPU) or
 largest (memory) of the node's samples in it, so a node's two samples of one bucket never
 add up; the busiest nodes when a job has more than a chart can show.
+
+Its nodes now: the node documents of the hosts in the job's ``nodelist`` (the ``job_nodes``
+variable: the node list of the job's documents, "All" without a custom value, so that
+Grafana writes the hosts themselves, ``("a" OR "b")``, and no job gives ``__empty__``,
+no node), so that a failure and a drain of its node soon after show side by side.
 """
 
 from __future__ import annotations
@@ -37,6 +42,13 @@ from pipeline.dashboards.builder import (
 from pipeline.dashboards.datasources import EVENTS, JOBS_BY_SUBMIT
 from pipeline.dashboards.overview import ALL, JOB_UID
 from pipeline.dashboards.overview import UID as OVERVIEW_UID
+from pipeline.dashboards.overview_nodes import (
+    NODES_NOW,
+    dates,
+    node_link,
+    node_table_target,
+    node_table_transformations,
+)
 
 __all__ = ["UID", "build"]
 
@@ -79,6 +91,8 @@ _USAGE = f"event:usage AND {JOB}"
 #: The lifecycle without the node samples: a long job has hundreds of them per node, which
 #: would push its events out of the 500 lines, and the usage panels draw them
 _LIFECYCLE = f"{JOB} AND NOT event:usage"
+#: The node documents of the job's hosts ($job_nodes: the module's docstring)
+_ITS_NODES = "node:$job_nodes AND (cluster:$cluster)"
 
 
 def _usage_panel(title: str, field: str, kind: str, unit: str, what: str) -> dict[str, Any]:
@@ -153,16 +167,32 @@ def build() -> dict[str, Any]:
                 {"id": "sortBy", "options": {"sort": [{"field": "@timestamp",
                                                         "desc": False}]}}]),
     )
+    grid.add(
+        panel("table", "Its nodes now", [node_table_target(_ITS_NODES)],
+              w=24, h=8, time_from=NODES_NOW, field_config={"noValue": _NO_JOB},
+              overrides=[node_link(), *dates("since", "reason set")],
+              transformations=node_table_transformations(),
+              description="The job's nodes (its nodelist) as their node documents say "
+                          "now: state, reason, who set it, since when. A node drained or "
+                          "down since shortly after the job's end (since, reason set) "
+                          "beside a failed job is the join of the two; a node opens its "
+                          "own dashboard. A node no node document names (no node stream "
+                          "from its cluster) is not listed."),
+    )
     variables = [
         query_var("cluster", "Cluster", JOBS_BY_SUBMIT, "cluster", all_value=ALL),
         textbox_var("job_id", "Job id", "",
                     description="The job id as the scheduler prints it (Flux: decimal or "
                                 "f58), exactly: no wildcards. Empty: no job."),
+        query_var("job_nodes", "Its nodes", JOBS_BY_SUBMIT, "nodelist", query=JOB,
+                  all_value="",
+                  description="The hosts of the job's node list (All: every one)."),
     ]
     return dashboard(
         UID, "jobstream: job details",
         description="One job: its document (state, result, times, sizes), its CPU, memory "
-                    "and GPU over time and every event the pipeline recorded for it.",
+                    "and GPU over time, every event the pipeline recorded for it and its "
+                    "nodes' state now.",
         panels=grid.panels, variables=variables, time_from="now-7d", refresh="",
         links=[{"title": "Operations overview", "type": "link", "icon": "dashboard",
                 "url": f"/d/{OVERVIEW_UID}/jobstream-overview", "keepTime": True,

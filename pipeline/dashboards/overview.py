@@ -1,4 +1,5 @@
-"""The operations overview dashboard: queues, flow, outcomes, waits, usage, users, efficiency.
+"""The operations overview dashboard: queues, flow, outcomes, waits, usage, users, efficiency,
+nodes.
 
 Panels answer the questions of ``docs/dashboards.md`` ("The overview") where the index
 model has the data:
@@ -19,6 +20,8 @@ model has the data:
   samples' (``usage_source``); of running jobs now (the row's last line), their figures
   so far, which the fold keeps up to date from the samples (``usage_*``,
   schemas/README.md "Usage while jobs run"), Flux and Slurm alike.
+
+* Node panels read the node documents: :mod:`pipeline.dashboards.overview_nodes`.
 
 Not shown, because the documents do not carry the data: allocation as a share of capacity
 (no capacity in snapshots) and running cores by bank over time (snapshots have no bank;
@@ -54,6 +57,7 @@ from pipeline.dashboards.datasources import (
     JOBS_BY_SUBMIT,
     SNAPSHOTS,
 )
+from pipeline.dashboards.overview_nodes import NODE_UID, node_panels
 
 __all__ = ["UID", "build"]
 
@@ -619,6 +623,9 @@ def _efficiency_panels(grid: Grid) -> None:
 def build() -> dict[str, Any]:
     grid = Grid()
     _queue_panels(grid)
+    # the nodes after the queues: "how many nodes are drained or down" is what an
+    # operator asks after "why is the queue long"
+    node_panels(grid)
     _outcome_panels(grid)
     _wait_panels(grid)
     _usage_panels(grid)
@@ -639,10 +646,14 @@ def build() -> dict[str, Any]:
     ]
     return dashboard(
         UID, "jobstream: HPC operations overview",
-        description="Queues, job flow, outcomes, waits, usage and efficiency of the clusters "
-                    "jobstream streams (Flux and Slurm), seconds behind the schedulers.",
+        description="Queues, job flow, outcomes, waits, usage, efficiency and nodes of the "
+                    "clusters jobstream streams (Flux and Slurm), seconds behind the "
+                    "schedulers.",
         panels=grid.panels, variables=variables,
         links=[{"title": "Job details", "type": "link", "icon": "info",
                 "url": f"/d/{JOB_UID}/jobstream-job", "keepTime": True,
-                "includeVars": False, "tooltip": "Events and document of one job"}],
+                "includeVars": False, "tooltip": "Events and document of one job"},
+               {"title": "Node details", "type": "link", "icon": "info",
+                "url": f"/d/{NODE_UID}/jobstream-node", "keepTime": True,
+                "includeVars": False, "tooltip": "State and jobs of one node"}],
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import PACKAGE_DIR
-from pipeline.dashboards import health, job, overview
+from pipeline.dashboards import health, job, node, overview
 from pipeline.dashboards.datasources import prometheus_provisioning_yaml, provisioning_yaml
 
 __all__ = ["GRAFANA_DIR", "PROVIDER_PATH", "dashboards", "files", "metrics_dashboards", "stale",
@@ -26,7 +26,7 @@ PROVIDER_PATH = "/var/lib/grafana/dashboards"
 def dashboards() -> list[dict[str, Any]]:
     """Every shipped dashboard on Elasticsearch (what ``dashboards check`` runs), as
     Grafana's JSON model."""
-    return [overview.build(), job.build()]
+    return [overview.build(), job.build(), node.build()]
 
 
 def metrics_dashboards() -> list[dict[str, Any]]:

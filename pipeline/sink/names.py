@@ -97,6 +97,8 @@ class Family(StrEnum):
     JOBS = "hpc-jobs"
     EVENTS = "hpc-job-events"
     SNAPSHOTS = "hpc-queue-snapshots"
+    #: node documents (issue 36), one per (cluster, node): the sink keeps them in one
+    #: ``<prefix>hpc-nodes-<gen>-current`` index of each generation behind this alias
     NODES = "hpc-nodes"
 
 

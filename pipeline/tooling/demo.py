@@ -380,7 +380,7 @@ def write_preview(es: Elasticsearch, cfg: Config, workload: Workload,
     record to now, or to a minute after its last where the workload's clock ran ahead
     (``--speed``) or was set in the past (``--start``); the job page on a completed job."""
     # matplotlib takes a while to import: only the demo's end pays for it
-    from pipeline.dashboards import health, job, overview
+    from pipeline.dashboards import health, job, node, overview
     from pipeline.dashboards.check import Checker
     from pipeline.dashboards.grafana_time import TimeRange
     from pipeline.dashboards.preview.previewer import Previewer
@@ -396,7 +396,7 @@ def write_preview(es: Elasticsearch, cfg: Config, workload: Workload,
                       variables=variables)
     with console.status("drawing the dashboards' preview"):
         boards = Previewer(checker, out).preview(
-            [overview.build(), job.build(), health.build()], window)
+            [overview.build(), job.build(), node.build(), health.build()], window)
     console.print(f"preview of the dashboards: [cyan]{out / 'index.html'}[/]")
     for b in boards:
         console.print(f"  {b.title}: {b.count('ok')} drawn, {b.count('empty')} without data, "

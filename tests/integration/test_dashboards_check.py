@@ -45,10 +45,15 @@ GPU_IDLE = "GPU jobs idle for $gpu_idle_min minutes, by user"
 
 JOB_BOARD = "jobstream: job details"
 #: The job dashboard's targets, all empty until a job id is given: the id is matched as a
-#: phrase, so the default (no id) names no job.
+#: phrase, so the default (no id) names no job (and so no node: $job_nodes is __empty__).
 NO_JOB_SELECTED = {(JOB_BOARD, title, "A") for title in (
-    "Durations", "Event timeline", "Job document", "Events")} | {
+    "Durations", "Event timeline", "Job document", "Events", "Its nodes now")} | {
     (JOB_BOARD, f"{what} over time", "A") for what in ("CPU", "Memory", "GPU")}
+NODE_BOARD = "jobstream: node details"
+#: The node dashboard's targets, all empty until a node is given, as the job's
+NO_NODE_SELECTED = {(NODE_BOARD, title, "A") for title in (
+    "State now", "Time in each state", "Its jobs", "Its failed jobs")}
+DOWN_OR_DRAINED = ("drained", "draining", "down")
 
 
 def run_check(cfg: Config, *args: str) -> Result:
@@ -77,8 +82,11 @@ def _a_done_flux_job(indexed: Indexed) -> dict[str, Any]:
 
 
 def test_every_shipped_panel_is_ok_and_shows_data(stack_cfg: Config, indexed: Indexed) -> None:
-    job = _a_done_flux_job(indexed)
-    result = run_check(stack_cfg, "--json", "--strict", "--var", f"job_id={job['job_id']}")
+    # a job whose nodes have node documents (Slurm's: the data has no Flux node stream)
+    job = indexed.a_job_on_documented_nodes()
+    node = indexed.a_drained_node_with_failed_jobs()
+    result = run_check(stack_cfg, "--json", "--strict", "--var", f"job_id={job['job_id']}",
+                       "--var", f"node={node['node']}")
     report = json.loads(result.output)
     bad = [(p["title"], p["status"], [t for t in p["targets"] if t["status"] != "ok"])
            for p in report["panels"] if p["status"] != "ok"]
@@ -116,6 +124,22 @@ def test_every_shipped_panel_is_ok_and_shows_data(stack_cfg: Config, indexed: In
         {e.event_id for e in indexed.events if e.job_id == job["job_id"] and e.event != "usage"})
     assert hits("Job document", board=JOB_BOARD) == sum(d["job_id"] == job["job_id"]
                                                         for d in indexed.jobs)
+    # Nodes: the "now" panels see every node, whatever the range; the job's nodes through
+    # $job_nodes, its node list as Grafana writes it (("a" OR "b"), escaped)
+    nodes = indexed.nodes
+    down = [n for n in nodes if n["state"] in DOWN_OR_DRAINED]
+    assert hits("Drained, draining and down nodes now") == len(down) == 3
+    assert hits("Nodes by state") == len(nodes)
+    assert hits("Drains and downs begun in the range") == len(down)
+    assert hits("Node-hours in drain so far, by reason") == sum(
+        n["state_s"]["drained"] + n["state_s"]["draining"] > 0 for n in nodes) > 0
+    assert hits("Its nodes now", board=JOB_BOARD) == len(indexed.documented_nodes(job)) > 0
+    assert hits("State now", board=NODE_BOARD) == 1
+    on_node = [d for d in jobs if node["node"] in (d["nodelist"] or ())]
+    assert hits("Its jobs", board=NODE_BOARD) == len(on_node) > 0
+    assert hits("Its failed jobs", board=NODE_BOARD) == sum(
+        d["result"] in ("failed", "node_fail", "oom", "timeout", "exception")
+        for d in on_node) > 0
     # Efficiency: the weighted means' denominators sum only jobs with the efficiency;
     # the idle-GPU table keeps GPU jobs without utilisation data ("a OR NOT b" would not)
     ended = [d for d in jobs if d["t_end"] is not None]
@@ -138,10 +162,15 @@ def test_every_shipped_panel_is_ok_and_shows_data(stack_cfg: Config, indexed: In
     assert report["summary"]["broken"] == 0
     empty = {(p["dashboard"], p["title"], t["ref_id"]) for p in report["panels"]
              for t in p["targets"] if t["status"] == "empty"}
-    assert empty == NO_JOB_SELECTED | {(overview, *t) for t in NO_DATA_IN_WORKLOAD}
+    assert empty == NO_JOB_SELECTED | NO_NODE_SELECTED | {
+        (overview, *t) for t in NO_DATA_IN_WORKLOAD} | {(JOB_BOARD, "variable $job_nodes", "var")}
     assert {p["title"]: p["status"] for p in report["panels"]
-            if p["dashboard"] == JOB_BOARD} == {"variable $cluster": "ok", **{
-                t: "empty" for _, t, _ in NO_JOB_SELECTED}}
+            if p["dashboard"] == JOB_BOARD} == {
+                "variable $cluster": "ok", "variable $job_nodes": "empty", **{
+                    t: "empty" for _, t, _ in NO_JOB_SELECTED}}
+    assert {p["title"]: p["status"] for p in report["panels"]
+            if p["dashboard"] == NODE_BOARD} == {"variable $cluster": "ok", **{
+                t: "empty" for _, t, _ in NO_NODE_SELECTED}}
     assert run_check(stack_cfg, "--var", "jobid=1").exit_code == 2
 
 
@@ -239,7 +268,7 @@ def test_an_unknown_index_is_broken_and_empty_indices_fail_only_strict(
     assert result.exit_code == 0
     assert {p["status"] for p in report["panels"]} == {"empty"}
     assert run_check(stack_cfg, "--strict").exit_code == 1
-    assert len(DATASOURCES) == 5
+    assert len(DATASOURCES) == 6
 
 
 def _job_documents(es: Elasticsearch, prefix: str, board: dict[str, Any],

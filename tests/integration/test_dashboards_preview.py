@@ -22,7 +22,7 @@ from dashboard_data import Indexed, index_all, pipeline_output
 from elasticsearch import Elasticsearch
 
 from pipeline.cli import main
-from pipeline.dashboards import health, job, overview
+from pipeline.dashboards import health, job, node, overview
 from pipeline.dashboards.builder import es_target, metric, panel, terms
 from pipeline.dashboards.check import Checker, PanelAnswer, panels_of
 from pipeline.dashboards.datasources import JOBS_BY_SUBMIT
@@ -54,9 +54,12 @@ def window() -> TimeRange:
 
 def _checker(stack_cfg: Config, es: Elasticsearch, indexed: Indexed,
              window: TimeRange) -> Checker:
-    finished = next(d for d in indexed.jobs if d["state"] == "done" and d["scheduler"] == "flux")
+    # a job and a node whose pages have data in every panel (the job's nodes have node
+    # documents: Slurm's, the data has no Flux node stream)
+    finished = indexed.a_job_on_documented_nodes()
+    drained = indexed.a_drained_node_with_failed_jobs()
     return Checker(es, prefix=stack_cfg.elasticsearch.index_prefix, now_ms=window.to_ms,
-                   variables={"job_id": str(finished["job_id"])})
+                   variables={"job_id": str(finished["job_id"]), "node": drained["node"]})
 
 
 def _answers(checker: Checker, board: Mapping[str, Any], window: TimeRange
@@ -100,7 +103,7 @@ def _metric_value(bucket: Mapping[str, Any], metric_def: Mapping[str, Any]) -> f
 def test_every_panel_is_drawn_and_the_pages_name_them(stack_cfg: Config, es: Elasticsearch,
                                                       indexed: Indexed, window: TimeRange,
                                                       tmp_path: Path) -> None:
-    boards = [overview.build(), job.build(), health.build()]
+    boards = [overview.build(), job.build(), node.build(), health.build()]
     done = Previewer(_checker(stack_cfg, es, indexed, window), tmp_path).preview(boards, window)
     for board, result in zip(boards, done, strict=True):
         shown = [p for p in panels_of(board) if p.get("type") != "row"]
@@ -117,6 +120,8 @@ def test_every_panel_is_drawn_and_the_pages_name_them(stack_cfg: Config, es: Ela
     assert [(p.title, p.status, p.reason) for p in overview_panels if p.status != "ok"] == []
     job_panels = by_board["jobstream-job"].panels
     assert [(p.title, p.status, p.reason) for p in job_panels if p.status != "ok"] == []
+    node_panels = by_board["jobstream-node"].panels
+    assert [(p.title, p.status, p.reason) for p in node_panels if p.status != "ok"] == []
     pipeline_panels = by_board["jobstream-pipeline"].panels
     assert {p.status for p in pipeline_panels} == {"placeholder"}
     assert all("Prometheus data source" in p.reason for p in pipeline_panels)

@@ -89,7 +89,8 @@ def test_datasource_provisioning() -> None:
         assert _mapping_types(ds.family)[data["timeField"]] == {"date"}, src["name"]
     by_time = {(d.family, d.time_field) for d in DATASOURCES}
     assert {(Family.JOBS, "t_submit"), (Family.JOBS, "t_start"), (Family.JOBS, "t_end"),
-            (Family.EVENTS, "@timestamp"), (Family.SNAPSHOTS, "timestamp")} == by_time
+            (Family.EVENTS, "@timestamp"), (Family.SNAPSHOTS, "timestamp"),
+            (Family.NODES, "since")} == by_time
 
 
 def test_dashboard_provider_points_where_compose_mounts_the_dashboards() -> None:
@@ -209,13 +210,15 @@ def test_the_overview_covers_the_operations_questions() -> None:
 def test_the_drill_down_reads_one_job() -> None:
     job = next(b for b in BOARDS if b["uid"] == "jobstream-job")
     assert {v["name"]: v["type"] for v in job["templating"]["list"]} == {
-        "cluster": "query", "job_id": "textbox"}
+        "cluster": "query", "job_id": "textbox", "job_nodes": "query"}
     sources = {t["datasource"]["uid"] for _, t in _es_targets(job)}
-    assert sources == {"jobstream-jobs-submit", "jobstream-events"}
+    assert sources == {"jobstream-jobs-submit", "jobstream-events", "jobstream-nodes"}
     (job_id,) = (v for v in job["templating"]["list"] if v["name"] == "job_id")
     # no job by default: the id is matched as a phrase, never as a wildcard
     assert job_id["current"]["value"] == ""
     for p, t in _es_targets(job):
+        if p["title"] == "Its nodes now":  # through $job_nodes (test_dashboards_nodes.py)
+            continue
         assert '(job_id:"$job_id" OR job_id_f58:"$job_id")' in t["query"]
         assert p["fieldConfig"]["defaults"]["noValue"].startswith("No job")
         if p["title"] == "Job document":

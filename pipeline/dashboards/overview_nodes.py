@@ -1,0 +1,162 @@
+"""The overview's "Nodes" row: drained and down nodes now, nodes by state, node-hours in
+drain by reason, drains and downs begun in the range.
+
+The panels read the node documents (``hpc-nodes``, one per cluster and node, its state
+now: schemas/README.md, "Node state") through the data source whose time field is
+``since``, when the node's current state began. So:
+
+* the "now" panels look back :data:`NODES_NOW` (a panel time override), far enough to
+  see every node whatever its state's age, not only the nodes whose state changed in the
+  dashboard's range;
+* "begun in the range" is the range on ``since``: the nodes whose *current* drain or
+  down began in it. A node drained and resumed in the range, or drained twice, is not
+  (or once) there: counting drains per week, or charting nodes by state over time, needs
+  the node events (an index of them beside the job events), which current-state
+  documents cannot stand in for;
+* time in a state is the fold's ``state_s``, up to the document's ``updated_at`` (the
+  newest event): the current state's time since then is not in it.
+
+The overview's cluster variable applies; its queue, bank and user variables are the
+jobs' and do not (a Flux node has no partition).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.dashboards.builder import (
+    Grid,
+    date_histogram,
+    es_target,
+    math,
+    metric,
+    panel,
+    row,
+    terms,
+)
+from pipeline.dashboards.datasources import NODES
+
+__all__ = ["DOWN_OR_DRAINED", "NODES_NOW", "NODE_UID", "node_link", "node_panels"]
+
+NODE_UID = "jobstream-node"
+
+#: How far back the "now" panels look on ``since``: a node whose state has not changed
+#: for longer than this is missing from them
+NODES_NOW = "10y"
+#: The states of a node that does not take work: drained (or draining: drained, its jobs
+#: still running) and down
+DOWN_OR_DRAINED = "state:(drained OR draining OR down)"
+_CLUSTER = "(cluster:$cluster)"
+#: Rows of the drained and down nodes table (per cluster from Elasticsearch)
+_DOWN_ROWS = 200
+#: (column as Grafana names it, as shown), in the order shown
+_DOWN_COLUMNS = (("cluster", "cluster"), ("node", "node"), ("state", "state"),
+                 ("reason", "reason"), ("reason_by", "who"), ("Min since", "since"),
+                 ("Max reason_at", "reason set"))
+_LEGEND = {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+           "tooltip": {"mode": "multi", "sort": "desc"}}
+
+
+def node_link() -> dict[str, Any]:
+    """A data link on a ``node`` column to the node dashboard (the row's cluster)."""
+    return {
+        "matcher": {"id": "byName", "options": "node"},
+        "properties": [{"id": "links", "value": [{
+            "title": "Node details",
+            "url": f"/d/{NODE_UID}/jobstream-node?var-cluster=${{__data.fields.cluster}}"
+                   "&var-node=${__value.raw}&${__url_time_range}",
+        }]}],
+    }
+
+
+def dates(*names: str) -> list[dict[str, Any]]:
+    """Overrides showing epoch-millisecond columns (metrics of date fields) as dates."""
+    return [{"matcher": {"id": "byName", "options": name},
+             "properties": [{"id": "unit", "value": "dateTimeAsIso"}]} for name in names]
+
+
+def node_table_target(query: str, ref: str = "A", rows: int = _DOWN_ROWS) -> dict[str, Any]:
+    """Nodes matching ``query`` (one row each, the longest in their state first) with
+    their state, reason, who set it, since when and when the reason was set."""
+    return es_target(NODES, ref, query=query,
+                     metrics=[metric("min", "since"), metric("max", "reason_at")],
+                     buckets=[terms("cluster", size=20, order="asc", order_by="_key"),
+                              terms("node", size=rows, order="asc", order_by=0),
+                              *(terms(name, size=1, missing="-")
+                                for name in ("state", "reason", "reason_by"))])
+
+
+def node_table_transformations() -> list[dict[str, Any]]:
+    return [{"id": "organize", "options": {
+        "renameByName": {column: name for column, name in _DOWN_COLUMNS if column != name},
+        "indexByName": {column: i for i, (column, _) in enumerate(_DOWN_COLUMNS)}}},
+        {"id": "sortBy", "options": {"sort": [{"field": "since", "desc": False}]}}]
+
+
+def node_panels(grid: Grid) -> None:
+    grid.add(row("Nodes (node documents)"))
+    grid.add(
+        panel("table", "Drained, draining and down nodes now", [
+            node_table_target(f"{DOWN_OR_DRAINED} AND {_CLUSTER}"),
+        ], w=14, h=9, time_from=NODES_NOW,
+            overrides=[node_link(), *dates("since", "reason set")],
+            transformations=node_table_transformations(),
+            description="Nodes that take no work now: drained (no job left), draining "
+                        "(drained, its jobs still running) or down, the longest so first, "
+                        "with the reason (Slurm's node reason, Flux's drain reason), who "
+                        "set it (Slurm's reason_set_by_user, 'slurm' for slurmctld; Flux "
+                        "names nobody: '-'), since when the node is in that state and "
+                        "when the reason was set. A node opens its own dashboard."),
+        panel("table", "Nodes by state", [
+            es_target(NODES, "A", query=_CLUSTER, metrics=[metric("count")],
+                      buckets=[terms("cluster", size=20, order="asc", order_by="_key"),
+                               terms("partitions", size=50, order="asc", order_by="_key",
+                                     missing="-"),
+                               terms("state", size=10, order="asc", order_by="_key")]),
+        ], w=10, h=9, time_from=NODES_NOW, unit="short",
+            transformations=[{"id": "organize", "options": {"renameByName": {
+                "partitions": "partition", "Count": "nodes"}}}],
+            description="Nodes per cluster, partition and state now (up, unresponsive, "
+                        "draining, drained, down, off, unknown: schemas/README.md, 'Node "
+                        "state'). A Slurm node in several partitions counts in each; Flux "
+                        "nodes have none ('-'). Over time it would need the node events, "
+                        "which the node documents (each node's state now) do not keep."),
+    )
+    in_drain = f"(state_s.drained:>0 OR state_s.draining:>0) AND {_CLUSTER}"
+    by_reason = [terms("reason", size=20, order_by=0, missing="-")]
+    grid.add(
+        panel("bargauge", "Node-hours in drain so far, by reason", [
+            es_target(NODES, "A", query=in_drain, metrics=[metric("sum", "state_s.drained")],
+                      buckets=by_reason, hide=True),
+            es_target(NODES, "B", query=in_drain, metrics=[metric("sum", "state_s.draining")],
+                      buckets=by_reason, hide=True),
+            math("C", "($A + $B) / 3600"),
+        ], w=12, h=8, time_from=NODES_NOW, unit="suffix: node-h",
+            field_config={"displayName": "${__field.labels.reason}", "min": 0},
+            options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "",
+                                       "values": False},
+                     "orientation": "horizontal", "displayMode": "gradient"},
+            description="Hours the nodes spent drained or draining (state_s.drained + "
+                        "state_s.draining of each node, every drain the pipeline saw), by "
+                        "the node's reason now: a node drained once for a reason and "
+                        "resumed since counts under '-' (no reason now), and a node "
+                        "drained twice under its latest reason. The current drain counts "
+                        "up to the node's newest event (updated_at), not to now. Node-"
+                        "hours lost to drains by reason per week need the node events (an "
+                        "index of them), which current-state documents cannot give."),
+        panel("timeseries", "Drains and downs begun in the range", [
+            es_target(NODES, "A", query=f"{DOWN_OR_DRAINED} AND {_CLUSTER}",
+                      alias="{{term state}}", metrics=[metric("count")],
+                      buckets=[terms("state", size=5), date_histogram(NODES.time_field)]),
+        ], w=12, h=8, interval="5m", unit="short",
+            field_config={"custom": {"drawStyle": "bars",
+                                     "stacking": {"mode": "normal", "group": "A"},
+                                     "fillOpacity": 80, "lineWidth": 1}},
+            options=_LEGEND,
+            description="Nodes drained, draining or down now whose state began in each "
+                        "interval (since). Not a count of drains: a node drained and "
+                        "resumed in the range is not here, one drained twice once. Drains "
+                        "per week need the node events (an index of them beside the job "
+                        "events), which the node documents (each node's state now) do not "
+                        "keep."),
+    )
