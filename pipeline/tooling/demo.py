@@ -86,13 +86,16 @@ class DemoOptions:
     #: jobs running since 1-2 hours before the workload and still at its end (the
     #: overview's "now" panels: every other job ends before the demo does)
     long_jobs: int = 6
+    #: what the edges say of the clusters' nodes: drains, resumes and downs (the overview's
+    #: "Nodes" row and the node page), checked against ``Workload.node_truth``
+    node_events: bool = True
 
     def spec(self) -> WorkloadSpec:
         extra = {} if self.start is None else {"start": self.start}
         return WorkloadSpec(seed=self.seed, jobs=self.jobs, rate=self.rate,
                             time_scale=self.time_scale, flux_clusters=self.flux_clusters,
                             slurm_clusters=self.slurm_clusters, long_jobs=self.long_jobs,
-                            **extra)
+                            node_events=self.node_events, **extra)
 
 
 def parse_clusters(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:

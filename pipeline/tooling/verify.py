@@ -9,13 +9,15 @@ result, the end-to-end tests assert on it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.core.nodes import node_key
 from pipeline.fold import doc_id
 
-__all__ = ["CHECKED_FIELDS", "KEY_FIELDS", "TOLERANCES", "Comparison", "compare"]
+__all__ = ["CHECKED_FIELDS", "KEY_FIELDS", "NODE_FIELDS", "TOLERANCES", "Comparison", "compare",
+           "compare_nodes"]
 
 #: What a job's outcome is judged by: the demo's "matches the truth".
 KEY_FIELDS: tuple[str, ...] = ("state", "result", "exit_code")
@@ -41,13 +43,18 @@ CHECKED_FIELDS: tuple[str, ...] = (
 #: 1e-6 keeps six orders of margin over that and stays far below what a real fault moves:
 #: a lost final sample (the CPU of the job's last interval) moves every Flux job's
 #: cpu_eff_pct by 0.05 points or more (measured on seed 1 at time scales 0.05 and 1).
+#: What a node document is checked for (``Workload.node_truth``): its state now, since when
+#: (epoch ms), and the reason and who set it (drains and downs)
+NODE_FIELDS: tuple[str, ...] = ("cluster", "scheduler", "node", "state", "drained", "reason",
+                                "reason_by", "since")
+
 TOLERANCES: Mapping[str, float] = {"cpu_eff_pct": 1e-6, "mem_max_pct": 1e-6,
                                    "gpu_util_pct": 1e-6}
 
 
 @dataclass
 class Comparison:
-    """How a set of job documents compares with the truth."""
+    """How a set of job (or node) documents compares with the truth."""
 
     #: jobs in the truth
     expected: int = 0
@@ -76,13 +83,15 @@ class Comparison:
 
 
 def compare(truth: Mapping[str, Mapping[str, Any]], docs: Iterable[Mapping[str, Any]],
-            *, max_examples: int = 10) -> Comparison:
+            *, max_examples: int = 10, key_of: Callable[[Mapping[str, Any]], str] = doc_id,
+            checked: tuple[str, ...] = CHECKED_FIELDS,
+            key_fields: tuple[str, ...] = KEY_FIELDS) -> Comparison:
     """Compare ``docs`` (job documents) with ``truth`` (document id -> expected fields)."""
     out = Comparison(expected=len(truth))
     seen: dict[str, Mapping[str, Any]] = {}
     for doc in docs:
         out.documents += 1
-        key = doc_id(doc)
+        key = key_of(doc)
         if key in seen:
             out.duplicated.append(key)
         seen[key] = doc
@@ -92,16 +101,26 @@ def compare(truth: Mapping[str, Mapping[str, Any]], docs: Iterable[Mapping[str, 
         if doc is None:
             out.missing.append(key)
             continue
-        wrong = [f for f in CHECKED_FIELDS if f in want and _differs(f, doc.get(f), want[f])]
+        wrong = [f for f in checked if f in want and _differs(f, doc.get(f), want[f])]
         for name in wrong:
             out.field_errors[name] += 1
             if len(out.examples) < max_examples:
                 out.examples.append((key, name, doc.get(name), want[name]))
         if not wrong:
             out.full_matches += 1
-        if not any(f in wrong for f in KEY_FIELDS):
+        if not any(f in wrong for f in key_fields):
             out.key_matches += 1
     return out
+
+
+def compare_nodes(truth: Mapping[str, Mapping[str, Any]], docs: Iterable[Mapping[str, Any]],
+                  *, max_examples: int = 10) -> Comparison:
+    """Compare node documents with ``Workload.node_truth`` (``cluster:node`` -> fields):
+    one document per node, none else, :data:`NODE_FIELDS` as the truth; a key match is a
+    right ``state``."""
+    return compare(truth, docs, max_examples=max_examples,
+                   key_of=lambda doc: node_key(doc["cluster"], doc["node"]),
+                   checked=NODE_FIELDS, key_fields=("state",))
 
 
 def _differs(name: str, got: Any, want: Any) -> bool:

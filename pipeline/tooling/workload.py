@@ -82,7 +82,9 @@ from typing import Any
 
 from pipeline.core.fluid import f58_encode
 from pipeline.core.model import job_key, make_event_id
+from pipeline.tooling.workload_nodes import node_records
 from pipeline.tooling.workload_records import (
+    GeneratedRecord,
     NodeJob,
     UsageLevels,
     env_bytes,
@@ -209,18 +211,6 @@ def _slurm_event(cluster: str, jobid: int, name: str, t: float, family: str,
     return (cluster, "slurm", str(jobid), name, float(t), family, *extra)
 
 
-@dataclass(frozen=True, slots=True)
-class GeneratedRecord:
-    """One raw record, due at ``time`` (epoch seconds)."""
-
-    time: float
-    cluster: str
-    scheduler: str
-    format: str
-    key: str
-    payload: bytes
-
-
 @dataclass(frozen=True)
 class WorkloadSpec:
     seed: int = 1
@@ -237,6 +227,9 @@ class WorkloadSpec:
     usage_interval_s: float | None = 30.0
     #: jobs running since before ``start`` and still at the end (``LONG_JOBS``, in turn)
     long_jobs: int = 0
+    #: what the edges say of every cluster's nodes, drains, resumes and downs among it
+    #: (:mod:`pipeline.tooling.workload_nodes`; its truth in ``Workload.node_truth``)
+    node_events: bool = False
 
 
 class Workload:
@@ -245,12 +238,15 @@ class Workload:
     def __init__(self, spec: WorkloadSpec) -> None:
         self.spec = spec
         self.truth: dict[str, dict[str, Any]] = {}
+        #: ``cluster:node`` -> what its node document must say (``spec.node_events``)
+        self.node_truth: dict[str, dict[str, Any]] = {}
         self._rng = random.Random(spec.seed)
         # a stream of its own: the main one, and so every seed's jobs, stay as they were
         self._reasons = random.Random(f"{spec.seed}:pending-reasons")
         self._usage = random.Random(f"{spec.seed}:usage")
         self._node_usage = random.Random(f"{spec.seed}:node-usage")
         self._long = random.Random(f"{spec.seed}:long-jobs")
+        self._nodes = random.Random(f"{spec.seed}:nodes")
         self._heap: list[tuple[float, int, int, GeneratedRecord]] = []
         self._events: dict[GeneratedRecord, dict[str, EventParts]] = {}
         self._n = 0
@@ -315,6 +311,15 @@ class Workload:
         end = max((entry[0] for entry in self._heap), default=spec.start)
         for i in range(spec.long_jobs):
             self._long_job(i, end)
+        if spec.node_events:  # after the long jobs: their nodes are never drained
+            busy: dict[str, set[str]] = {}
+            for want in self.truth.values():
+                if "long_job_profile" in want:
+                    busy.setdefault(want["cluster"], set()).update(want["nodelist"])
+            records, self.node_truth = node_records(self._nodes, clusters, busy,
+                                                    spec.start, end)
+            for rec in records:
+                self._emit(rec, (), counted=False)
 
     def _lifetimes(self, timelimit: float, outcome: str) -> tuple[float, float]:
         rng, scale = self._rng, self.spec.time_scale

@@ -20,6 +20,7 @@ from pipeline.core.fluid import f58_encode
 
 __all__ = [
     "GPU_IDLE_PCT",
+    "GeneratedRecord",
     "NodeJob",
     "UsageLevels",
     "env_bytes",
@@ -36,6 +37,18 @@ __all__ = [
     "squeue_running",
     "tres_entry",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratedRecord:
+    """One raw record, due at ``time`` (epoch seconds)."""
+
+    time: float
+    cluster: str
+    scheduler: str
+    format: str
+    key: str
+    payload: bytes
 
 
 def slurm_number(value: int | None) -> dict[str, Any]:

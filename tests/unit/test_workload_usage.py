@@ -20,6 +20,7 @@ from pipeline.core.fluid import decode_jobid
 from pipeline.core.model import RawRecord
 from pipeline.dashboards.overview import GPU_IDLE_DEFAULT, MEMORY_NEAR_PCT, WASTE_PCT
 from pipeline.fold import doc_id, fold
+from pipeline.parsers import NODE_FORMATS
 from pipeline.parsers.normalize import normalize
 from pipeline.tooling.bench.feed import feed_of, raw_record, workload_spec
 from pipeline.tooling.demo import DemoOptions
@@ -289,7 +290,8 @@ def long_workload() -> Workload:
 def events_by_job(w: Workload) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = defaultdict(list)
     for r in w.records():
-        out[r.key] += normalize(raw_record(r))
+        if r.format not in NODE_FORMATS:  # the demo's nodes: tests/unit/test_workload_nodes
+            out[r.key] += normalize(raw_record(r))
     return out
 
 
@@ -301,7 +303,7 @@ def long_keys(w: Workload) -> set[str]:
 
 def the_end(w: Workload) -> tuple[float, dict[str, dict[str, Any]]]:
     """The time of the last record, and every job's document then (the offline fold)."""
-    records = list(w.records())
+    records = [r for r in w.records() if r.format not in NODE_FORMATS]
     return records[-1].time, dict(feed_of(w.spec, records, w.truth).documents)
 
 
