@@ -1,4 +1,5 @@
-"""Reading job documents back from Elasticsearch (the demo's summary, replay checks).
+"""Reading job (and node) documents back from Elasticsearch (the demo's summary, replay
+checks).
 
 Everything reads through the ``hpc-jobs`` alias (or a generation's own index pattern),
 optionally restricted to a set of document ids: the jobs of one demo run in an index that
@@ -18,7 +19,7 @@ from pipeline.sink.client import make_client
 from pipeline.sink.names import Family, alias_name, index_pattern
 
 __all__ = ["NOT_YET", "JobCounts", "client", "job_counts", "job_documents", "jobs_alias",
-           "jobs_pattern", "not_yet", "refresh"]
+           "jobs_pattern", "nodes_alias", "not_yet", "refresh"]
 
 #: the statuses with which a read of an index a poll is waiting for means "nothing there
 #: yet": the index does not exist (404), or it was just created and its primary shards are
@@ -35,6 +36,10 @@ def client(cfg: Config, timeout: float = 30.0) -> Elasticsearch:
 
 def jobs_alias(cfg: Config) -> str:
     return alias_name(cfg.elasticsearch.index_prefix, Family.JOBS)
+
+
+def nodes_alias(cfg: Config) -> str:
+    return alias_name(cfg.elasticsearch.index_prefix, Family.NODES)
 
 
 def jobs_pattern(cfg: Config, generation: str) -> str:

@@ -48,13 +48,26 @@ from pipeline.edges.base import raw_codec
 from pipeline.kafka.positions import Positions
 from pipeline.kafka.producer import producer_config
 from pipeline.kafka.topics import canonical_topic, ensure_topics
-from pipeline.replay.readback import client, job_counts, job_documents, jobs_alias, refresh
+from pipeline.replay.readback import (
+    client,
+    job_counts,
+    job_documents,
+    jobs_alias,
+    nodes_alias,
+    refresh,
+)
 from pipeline.runtime.children import Child, free_port, stop_on_signals
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ServiceError
 from pipeline.runtime.invocation import get_config
-from pipeline.tooling.demo_view import LiveFigures, final_report, grafana_hint, live_view
-from pipeline.tooling.verify import compare
+from pipeline.tooling.demo_view import (
+    LiveFigures,
+    final_report,
+    grafana_hint,
+    live_view,
+    node_report,
+)
+from pipeline.tooling.verify import Comparison, compare, compare_nodes
 from pipeline.tooling.workload import GeneratedRecord, Workload, WorkloadSpec
 
 __all__ = ["DemoOptions", "demo", "parse_clusters", "run_demo"]
@@ -62,6 +75,8 @@ __all__ = ["DemoOptions", "demo", "parse_clusters", "run_demo"]
 #: how long the worker and the sink may take to join their groups
 READY_TIMEOUT_S = 180.0
 REFRESH_S = 1.0
+#: how long the node documents may take to match once every job did
+NODES_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -361,8 +376,11 @@ def run_demo(cfg: Config, opts: DemoOptions, console: Console) -> int:
         refresh(es, jobs_alias(cfg))
         counts = job_counts(es, jobs_alias(cfg), ids)
         result = compare(workload.truth, job_documents(es, jobs_alias(cfg), ids))
+        nodes = node_result(es, cfg, workload.node_truth) if workload.node_truth else None
         console.print()
         console.print(final_report(counts, workload.truth, result, wall))
+        if nodes is not None:
+            console.print(node_report(nodes))
         console.print()
         console.print(grafana_hint(cfg.elasticsearch.url, cfg.elasticsearch.index_prefix,
                                    _source_tree()))
@@ -374,7 +392,21 @@ def run_demo(cfg: Config, opts: DemoOptions, console: Console) -> int:
         else:
             console.print("stopping what the demo started (--keep leaves it running)")
         console.print(f"[dim]total {time.monotonic() - started_at:.0f} s[/]")
-        return 0 if result.ok else 1
+        return 0 if result.ok and (nodes is None or nodes.ok) else 1
+
+
+def node_result(es: Elasticsearch, cfg: Config, truth: dict[str, dict[str, Any]],
+                wait_s: float = NODES_WAIT_S) -> Comparison:
+    """The node documents against the workload's node truth, read again for up to
+    ``wait_s`` until they match: the demo waited for the jobs, and the last node records
+    may still be between the worker and the index."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        refresh(es, nodes_alias(cfg))
+        result = compare_nodes(truth, job_documents(es, nodes_alias(cfg)))
+        if result.ok or time.monotonic() >= deadline:
+            return result
+        time.sleep(REFRESH_S)
 
 
 def write_preview(es: Elasticsearch, cfg: Config, workload: Workload,

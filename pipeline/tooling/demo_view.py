@@ -18,7 +18,7 @@ from rich.text import Text
 from pipeline.replay.readback import JobCounts
 from pipeline.tooling.verify import KEY_FIELDS, Comparison
 
-__all__ = ["LiveFigures", "final_report", "grafana_hint", "live_view"]
+__all__ = ["LiveFigures", "final_report", "grafana_hint", "live_view", "node_report"]
 
 STATES = ("pending", "running", "completing", "done")
 RESULTS = ("completed", "failed", "cancelled", "timeout", "node_fail", "oom", "preempted",
@@ -131,6 +131,24 @@ def final_report(counts: JobCounts, truth: Mapping[str, Mapping[str, Any]],
     return Group(*lines)
 
 
+def node_report(result: Comparison) -> RenderableType:
+    """The node documents' line of the demo's verdict (``verify.compare_nodes``)."""
+    lines: list[RenderableType] = []
+    verdict = Text()
+    verdict.append("✓ " if result.ok else "✗ ", style="bold green" if result.ok else "bold red")
+    verdict.append(f"{result.full_matches}/{result.expected} node documents match the "
+                   "generator's state, reason, who and since when")
+    lines.append(verdict)
+    for ids, what in ((result.missing, "missing"), (result.unexpected, "not generated"),
+                      (result.duplicated, "duplicated")):
+        if ids:
+            lines.append(Text(f"  {len(ids)} nodes {what}: {', '.join(ids[:5])}"
+                              f"{' ...' if len(ids) > 5 else ''}", style="red"))
+    for node, name, got, want in result.examples:
+        lines.append(Text(f"  {node}: {name} is {got!r}, generated {want!r}", style="red"))
+    return Group(*lines)
+
+
 def grafana_hint(es_url: str, prefix: str, repo: Path | None) -> RenderableType:
     prov = repo / "grafana" / "provisioning" if repo else Path("grafana/provisioning")
     dash = repo / "grafana" / "dashboards" if repo else Path("grafana/dashboards")
@@ -140,7 +158,7 @@ def grafana_hint(es_url: str, prefix: str, repo: Path | None) -> RenderableType:
                 f"dashboards in {dash}; the data sources read ES_URL={es_url}"
                 + (f" and JOBSTREAM_ELASTICSEARCH__INDEX_PREFIX={prefix}" if prefix else "")
                 + f", aliases {prefix}hpc-jobs, {prefix}hpc-job-events, "
-                  f"{prefix}hpc-queue-snapshots. With Docker:\n")
+                  f"{prefix}hpc-queue-snapshots, {prefix}hpc-nodes. With Docker:\n")
     text.append(f"  docker run --network host -e GF_AUTH_ANONYMOUS_ENABLED=true -e ES_URL={es_url}"
                 + (f" -e JOBSTREAM_ELASTICSEARCH__INDEX_PREFIX={prefix}" if prefix else "")
                 + f" -v {prov}:/etc/grafana/provisioning:ro"

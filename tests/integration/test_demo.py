@@ -14,10 +14,10 @@ from elasticsearch import Elasticsearch
 
 from pipeline.dashboards import render
 from pipeline.fold import doc_id
-from pipeline.replay.readback import job_documents, jobs_alias, refresh
+from pipeline.replay.readback import job_documents, jobs_alias, nodes_alias, refresh
 from pipeline.runtime.config import Config
 from pipeline.tooling.demo import DemoOptions
-from pipeline.tooling.verify import compare
+from pipeline.tooling.verify import compare, compare_nodes
 
 #: what the issue asks the index to get right for every job
 OUTCOME_FIELDS = ("state", "result", "exit_code", "user", "bank", "queue")
@@ -45,6 +45,13 @@ def test_the_index_holds_one_document_per_generated_job_as_generated(
     assert {t["result"] for t in truth.values()} >= {"completed", "failed", "cancelled",
                                                      "timeout"}
     assert f"{jobs}/{jobs} documents match" in output
+    # and its nodes: drained, resumed and downed while the jobs ran (issue 36)
+    refresh(es, nodes_alias(cfg))
+    nodes = list(job_documents(es, nodes_alias(cfg)))
+    node_result = compare_nodes(workload.node_truth, nodes)
+    assert node_result.ok, (node_result.missing, node_result.examples)
+    assert {d["state"] for d in nodes} == {"up", "drained", "down"}
+    assert f"{len(nodes)}/{len(nodes)} node documents match" in output
     # the demo ends with the dashboards' preview, under its logs by default
     preview = tmp_path / "demo-logs" / "preview"
     assert f"{preview / 'index.html'}" in output.replace("\n", "")
