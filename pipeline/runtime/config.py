@@ -275,6 +275,14 @@ class SlurmEdgeConfig:
     #: 22.05 leaves jobs that were never eligible (held, dependency) out of the window
     sacct_command: str = "sacct --json --allusers --state CA,CD,F,TO,NF,OOM,PR,BF,DL"
     command_timeout_s: float = 60.0
+    #: node state poller (format slurm-nodes): a record per node whose state, reason,
+    #: reason_set_by_user, reason_changed_at or partitions changed (docs/slurm.md, "Node
+    #: state"); it shares poll_backoff_max_s and command_timeout_s with the job poller
+    nodes: bool = True
+    nodes_interval_s: float = 60.0
+    #: empty = by the Slurm version (``scontrol --version``): ``scontrol show nodes
+    #: --json`` from 23.02, ``sinfo --json`` before (22.05 has no scontrol --json)
+    nodes_command: str = ""
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,7 @@ def short_dir() -> Iterator[Path]:
 
 def test_slurm_sources_reach_the_raw_topic_keyed(stack_cfg: Config, short_dir: Path) -> None:
     cfg = stack_cfg.replace(edge={"slurm": {
-        "receiver_port": 0, "poller": False,
+        "receiver_port": 0, "poller": False, "nodes": False,
         "hook_socket": str(short_dir / "hook.sock"), "hook_drop_dir": str(short_dir / "drop")}})
     edge = SlurmEdge(cfg).start()
     try:
@@ -181,7 +181,7 @@ def test_jobcomp_kafka_bridge_reads_slurms_two_topics_the_start_one_created_late
     finish_topic, start_topic = cluster, f"{cluster}-job-start"
     cfg = stack_cfg.replace(cluster=cluster, edge={"slurm": {
         "bridge": True, "bridge_group": f"bridge-{cluster}",
-        "receiver": False, "hooks": False, "poller": False}})
+        "receiver": False, "hooks": False, "poller": False, "nodes": False}})
     starts = [v for v in KAFKA_25_11 if json.loads(v)["state"] is None]
     finishes = [v for v in KAFKA_25_11 if json.loads(v)["state"] is not None]
     assert (len(starts), len(finishes)) == (16, 17)  # the vector README's counts

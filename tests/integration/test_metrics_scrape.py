@@ -79,7 +79,8 @@ def test_each_process_counts_the_records_that_flow_through_it(stack_cfg: Config,
         metrics={"worker_port": ports["worker"], "sink_port": ports["sink"],
                  "edge_slurm_port": ports["edge"]},
         worker={"web_port": free_port(), "stall_check_s": 2.0},
-        edge={"slurm": {"receiver_port": receiver, "poller": False, "hooks": False}})
+        edge={"slurm": {"receiver_port": receiver, "poller": False, "nodes": False,
+                        "hooks": False}})
     children = [Child("worker", cfg, ["worker", "--name", "metrics-w"], tmp_path / "w.log"),
                 Child("sink", cfg, ["sink"], tmp_path / "sink.log"),
                 Child("edge slurm", cfg, ["edge", "slurm"], tmp_path / "edge.log")]

@@ -169,6 +169,9 @@ def hook_dir(slurm_root: Path) -> Iterator[Path]:
 def edge_config(cfg: Config, hook_dir: Path, *, port: int, poller: bool,
                 name: str = "") -> Config:
     s = {"receiver_port": port, "poller": poller, "poll_interval_s": POLL_S,
+         # the node records have their own flow (test_slurm_records.TestNodePoll): here
+         # they would be refused records beside the one the DLQ checks
+         "nodes": False,
          # the first sacct window: the module's own jobs, not the cluster's history
          "catchup_max_s": 120.0, "hook_scan_s": 1.0,
          "hook_socket": str(hook_dir / f"hook{name}.sock"),

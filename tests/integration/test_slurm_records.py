@@ -9,6 +9,9 @@ always, and in ``tests/data/slurm/real-22.05/`` when ``JOBSTREAM_SAVE_SLURM_VECT
 
 When the edge's receiver replaces the stand-in, these assertions move to the job documents
 in Elasticsearch.
+
+:class:`TestNodePoll` drains, resumes and downs the cluster's node under the edge's node
+poller (its records stay in the spool: no Kafka here), after the scenario's jobs ended.
 """
 
 from __future__ import annotations
@@ -17,16 +20,25 @@ import json
 import os
 import pwd
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from slurm_cluster import TERMINAL_STATES, SlurmCluster
 from slurm_standins import HookCapture, JobcompReceiver
 from waiting import wait_until
+
+from pipeline.codecs.codec import raw_from_avro
+from pipeline.core.nodes import NodeEvent
+from pipeline.edges.base import EdgeRuntime
+from pipeline.edges.slurm.nodes import NodePoller
+from pipeline.edges.slurm.polling import PollError
+from pipeline.parsers import parse_record
+from pipeline.runtime.config import Config
 
 pytest_plugins = ["conftest_slurm"]
 
@@ -337,6 +349,89 @@ class TestAccountingAndQueue:
                                                                 scenario: Scenario) -> None:
         rec = scenario.final[scenario.jobs["dependency_never"]]
         assert (rec["JobState"], rec["Reason"]) == ("CANCELLED", "DependencyNeverSatisfied")
+
+
+class TestNodePoll:
+    """The edge's node poller against the real slurmctld: each change of the node's state
+    by ``scontrol update`` is one ``slurm-nodes`` record, and nothing else is."""
+
+    @pytest.fixture
+    def poller(self, slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[NodePoller]:
+        cfg = Config().replace(cluster=slurm_cluster.spec.cluster,
+                               kafka={"bootstrap": "127.0.0.1:9"},
+                               edge={"spool_dir": str(tmp_path / "spool")})
+
+        def runner(argv: list[str], timeout: float, out: IO[bytes]) -> None:
+            done = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE,
+                                  env=slurm_cluster.env, timeout=timeout, check=False)
+            if done.returncode != 0:
+                raise PollError(f"{argv} exited {done.returncode}: {done.stderr!r}")
+
+        runtime = EdgeRuntime(cfg, "slurm")  # not started: the records stay spooled
+        yield NodePoller(runtime, runner=runner)
+        runtime.spool.close()
+
+    @staticmethod
+    def _events_after(poller: NodePoller, seq: int) -> tuple[int, list[NodeEvent]]:
+        """(newest seq, the events of the records spooled after ``seq``)."""
+        events: list[NodeEvent] = []
+        for rec in poller.runtime.spool.read(seq, 1000):
+            raw = raw_from_avro(poller.runtime.codec.decode(rec.value))
+            events += parse_record("slurm-nodes", raw.payload, cluster=raw.cluster,
+                                   received_at=raw.received_at)
+            seq = rec.seq
+        return seq, events
+
+    def _change(self, cluster: SlurmCluster, poller: NodePoller, seq: int, settled: str,
+                *update: str) -> tuple[int, NodeEvent, float, float]:
+        """Run ``scontrol update``, wait until sinfo shows the node ``settled``, poll, and
+        return the one event the poll published. The wait: a resumed node is
+        IDLE+NOT_RESPONDING until slurmctld next pings its slurmd, a state of its own that
+        a poll in between publishes as one more record."""
+        before = time.time()
+        cluster.run(["scontrol", "update", f"nodename={cluster.spec.host}", *update])
+        after = time.time()
+        wait_until(lambda: cluster.node_state() == settled, timeout=60,
+                   what=f"node {cluster.spec.host} {settled} in sinfo", interval=0.5)
+        assert poller.poll_once() == 1
+        seq, events = self._events_after(poller, seq)
+        assert [e.node for e in events] == [cluster.spec.host]
+        time.sleep(2.0)  # slurmctld's own updates of the node (load, pings) publish nothing
+        published = poller.poll_once()
+        _, later = self._events_after(poller, seq)
+        assert published == 0, json.dumps(
+            {"first": events[0].to_dict(), "then": [e.to_dict() for e in later]})
+        return seq, events[0], before, after
+
+    def test_drain_resume_and_down_are_each_one_record(self, slurm_cluster: SlurmCluster,
+                                                       poller: NodePoller) -> None:
+        host = slurm_cluster.spec.host
+        assert poller.poll_once() >= 1  # the node as it is now, once
+        seq, events = self._events_after(poller, 0)
+        assert host in {e.node for e in events}
+        assert poller.poll_once() == 0
+        try:
+            seq, drain, t0, t1 = self._change(slurm_cluster, poller, seq, "drained",
+                                              "state=drain", "reason=jobstream test: drain")
+            assert "DRAIN" in drain.context["state"]
+            assert (drain.reason, drain.by) == ("jobstream test: drain", "root")
+            assert t0 - 1 <= drain.context["reason_changed_at"] <= t1 + 1
+
+            seq, resume, _, _ = self._change(slurm_cluster, poller, seq, "idle",
+                                             "state=resume")
+            assert resume.context["state"] == ["IDLE"]
+            assert (resume.reason, resume.by) == (None, None)
+
+            seq, down, t0, t1 = self._change(slurm_cluster, poller, seq, "down",
+                                             "state=down", "reason=jobstream test: down")
+            assert down.context["state"][0] == "DOWN"
+            assert (down.reason, down.by) == ("jobstream test: down", "root")
+            assert t0 - 1 <= down.context["reason_changed_at"] <= t1 + 1
+        finally:
+            slurm_cluster.run(["scontrol", "update", f"nodename={host}", "state=resume"],
+                              check=False)
+            wait_until(lambda: slurm_cluster.node_state() == "idle", timeout=60,
+                       what=f"node {host} idle again", interval=0.5)
 
 
 def _save_vectors(s: Scenario, cluster: SlurmCluster, receiver: JobcompReceiver,

@@ -6,6 +6,8 @@
   (:mod:`.hooks`), ``slurm-hook``;
 * ``poller`` -- ``squeue`` / ``sacct --json`` reconciliation (:mod:`.poller`),
   ``slurm-squeue`` / ``slurm-sacct``;
+* ``nodes`` -- ``scontrol show nodes --json`` (``sinfo --json`` on 22.05), the nodes whose
+  state changed (:mod:`.nodes`), ``slurm-nodes``;
 * ``submit_plugins`` -- the lines of job_submit.lua and cli_filter.lua in the submit spool
   (:mod:`.submit`), ``slurm-submit-plugin``.
 
@@ -25,6 +27,7 @@ from typing import Protocol
 from pipeline.edges.base import EdgeRuntime
 from pipeline.edges.slurm.bridge import JobcompKafkaBridge
 from pipeline.edges.slurm.hooks import DropDirIngester, HookListener, hook_paths
+from pipeline.edges.slurm.nodes import NodePoller
 from pipeline.edges.slurm.poller import SlurmPoller
 from pipeline.edges.slurm.receiver import JobcompReceiver
 from pipeline.edges.slurm.submit import SubmitSpoolIngester, submit_spool_path
@@ -55,6 +58,8 @@ class SlurmEdge:
                                       s.hook_user) if s.hooks else None)
         self.bridge = JobcompKafkaBridge(self.runtime) if s.bridge else None
         self.poller = SlurmPoller(self.runtime) if s.poller else None
+        # built here, before the runtime starts: it must hear every confirmation
+        self.nodes = NodePoller(self.runtime) if s.nodes else None
         self.submit_spool = submit_spool_path(cfg)
         self.submits = (SubmitSpoolIngester(self.runtime, self.submit_spool, s.submit_scan_s,
                                             s.hook_user) if s.submit_plugins else None)
@@ -63,7 +68,7 @@ class SlurmEdge:
     @property
     def components(self) -> list[_Component]:
         return [c for c in (self.drops, self.hooks, self.submits, self.receiver, self.bridge,
-                            self.poller) if c is not None]
+                            self.poller, self.nodes) if c is not None]
 
     def start(self) -> SlurmEdge:
         """Start the drainer and every enabled source; on failure stop what started."""

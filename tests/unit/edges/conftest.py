@@ -28,7 +28,8 @@ def edge_cfg(tmp_path: Path) -> Config:
         cluster="testcluster",
         kafka={"bootstrap": f"127.0.0.1:{closed_port()}"},
         edge={"spool_dir": str(tmp_path / "spool"),
-              "slurm": {"receiver_port": 0, "poller": False, "hook_scan_s": 0.2}},
+              "slurm": {"receiver_port": 0, "poller": False, "nodes": False,
+                        "hook_scan_s": 0.2}},
     )
 
 

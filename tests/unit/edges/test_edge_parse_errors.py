@@ -72,12 +72,13 @@ def test_a_users_deeply_nested_submit_spool_line_does_not_stop_the_ingester(
 def test_a_poll_whose_output_holds_an_integer_past_int_is_a_poll_error() -> None:
     """yajl2_c's ``items`` crashes the process on one (its ``basic_parse`` raises a
     SystemError): the first pass refuses the document before the second could read it."""
-    from pipeline.edges.slurm.poller import PollError, top_level
+    from pipeline.edges.slurm.documents import top_level
+    from pipeline.edges.slurm.polling import PollError
 
     for doc in (b'{"meta": {}, "jobs": [{"job_id": 1}, {"job_id": ' + b"9" * 5000 + b"}]}",
                 b'{"meta": {"x": ' + b"9" * 4301 + b'}, "jobs": []}'):
         with pytest.raises(PollError, match="cannot read"):
-            top_level(io.BytesIO(doc))
+            top_level(io.BytesIO(doc), "jobs")
 
 
 def test_record_key_is_none_whatever_the_parser_raises(monkeypatch: pytest.MonkeyPatch

@@ -27,16 +27,11 @@ from datafiles import vector
 from pipeline.edges.base import EdgeRuntime
 from pipeline.edges.slurm import SlurmEdge
 from pipeline.edges.slurm.bridge import strip_nul
+from pipeline.edges.slurm.changes import DigestSet, DigestWriter
+from pipeline.edges.slurm.documents import top_level
 from pipeline.edges.slurm.hooks import DropDirIngester, install_hook
-from pipeline.edges.slurm.poller import (
-    CHUNK,
-    HWM_META,
-    PollError,
-    SlurmPoller,
-    _Digests,
-    _DigestWriter,
-    top_level,
-)
+from pipeline.edges.slurm.poller import CHUNK, HWM_META, SlurmPoller
+from pipeline.edges.slurm.polling import PollError
 from pipeline.edges.spool import Spool
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import SpoolError
@@ -395,13 +390,13 @@ class TestPoller:
 @pytest.mark.parametrize("output", [b"squeue: error", b"", b'{"jobs":[{"job_id":1}', b"{}x"])
 def test_top_level_refuses_non_json(output: bytes) -> None:
     with pytest.raises(PollError, match="^output is not JSON: [^\n]+$"):
-        top_level(io.BytesIO(output))
+        top_level(io.BytesIO(output), "jobs")
 
 
 @pytest.mark.parametrize("output", [b"[]", b'{"meta":{}}', b'{"jobs":null}', b'{"jobs":{}}'])
 def test_top_level_refuses_a_document_without_a_jobs_list(output: bytes) -> None:
     with pytest.raises(PollError, match="no jobs list"):
-        top_level(io.BytesIO(output))
+        top_level(io.BytesIO(output), "jobs")
 
 
 class TestStreamingPoll:
@@ -592,16 +587,16 @@ class TestDigests:
     """The set of a poll's digests, on disk but for one digest in each block."""
 
     @staticmethod
-    def build(directory: Path, digests: Iterator[int] | list[int]) -> _Digests:
-        writer = _DigestWriter(directory)
+    def build(directory: Path, digests: Iterator[int] | list[int]) -> DigestSet:
+        writer = DigestWriter(directory)
         for digest in digests:
             writer.append(digest)
         return writer.finish()
 
-    @pytest.mark.parametrize("run", [3, _DigestWriter.RUN])
+    @pytest.mark.parametrize("run", [3, DigestWriter.RUN])
     def test_finds_every_digest_appended_and_no_other(self, tmp_path: Path, run: int,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(_DigestWriter, "RUN", run)
+        monkeypatch.setattr(DigestWriter, "RUN", run)
         rng = random.Random(11)
         kept = [rng.getrandbits(64) for _ in range(20_000)] + [0, 2**64 - 1]
         digests = self.build(tmp_path, iter(kept))
@@ -610,8 +605,8 @@ class TestDigests:
             others = {rng.getrandbits(64) for _ in range(20_000)} - set(kept)
             ordered = sorted(kept)
             # beside each block's first digest, where a lookup changes blocks
-            others |= {d + 1 for d in ordered[::_Digests.BLOCK]} - set(kept)
-            others |= {d - 1 for d in ordered[1::_Digests.BLOCK]} - set(kept)
+            others |= {d + 1 for d in ordered[::DigestSet.BLOCK]} - set(kept)
+            others |= {d - 1 for d in ordered[1::DigestSet.BLOCK]} - set(kept)
             assert not any(d in digests for d in others)
         finally:
             digests.close()
@@ -620,7 +615,7 @@ class TestDigests:
         digests = self.build(tmp_path, [])
         assert 0 not in digests and 2**64 - 1 not in digests
         digests.close()
-        assert 0 not in _Digests()
+        assert 0 not in DigestSet()
 
     def test_a_set_costs_no_memory_per_digest(self, tmp_path: Path) -> None:
         rng = random.Random(7)
@@ -649,7 +644,7 @@ def test_hwm_meta_name_is_stable() -> None:
 
 def test_edge_starts_with_every_source_off(edge_cfg: Config) -> None:
     cfg = edge_cfg.replace(edge={"slurm": {"receiver": False, "hooks": False,
-                                           "poller": False}})
+                                           "poller": False, "nodes": False}})
     e = SlurmEdge(cfg).start()
     assert e.components == []
     e.stop(timeout=0)

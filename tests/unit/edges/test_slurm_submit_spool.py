@@ -254,7 +254,7 @@ def test_the_edge_runs_the_ingester_when_configured(edge_cfg: Config, tmp_path: 
     from pipeline.edges.slurm import SlurmEdge
 
     spool = tmp_path / "submit"
-    off = {"receiver": False, "hooks": False, "poller": False}
+    off = {"receiver": False, "hooks": False, "poller": False, "nodes": False}
     assert SlurmEdge(edge_cfg.replace(edge={"slurm": off})).submits is None
     cfg = edge_cfg.replace(edge={"slurm": {**off, "submit_plugins": True,
                                            "submit_spool_dir": str(spool)}})
