@@ -4,7 +4,8 @@ The Go module proxy serves Prometheus's source as a module, so the binaries are 
 rather than downloaded: ``go install .../cmd/prometheus@VERSION .../cmd/promtool@VERSION``
 with GOBIN, GOCACHE and GOMODCACHE inside the stack's cache (so, like Kafka's and
 Elasticsearch's downloads, the cache directory is the whole state). It takes minutes of
-both cores once; the build runs at the lowest CPU priority. No web UI assets are built in
+both cores once (15 minutes on 2 busy cores, 11 of CPU), at the lowest CPU priority; the
+binaries are 147 and 123 MB, the modules kept for a rebuild 1.9 GB. No web UI assets are built in
 (the ``builtinassets`` tag): the HTTP API, which the checks and Grafana use, is all there.
 
 Each start writes ``run/prometheus/prometheus.yml`` from the config: one scrape job per
@@ -157,6 +158,9 @@ class PrometheusService(Service):
             raise ServiceError(f"go install of Prometheus {VERSION} failed (exit {code}):\n"
                                f"{procs.tail([log], 15)}\n(the Go module proxy must be "
                                "reachable on first use)")
+        # the compiled packages (2 GB) only speed up a rebuild of this version; the modules
+        # (GOMODCACHE, 2 GB) stay, so a rebuild needs no network
+        shutil.rmtree(env["GOCACHE"], ignore_errors=True)
 
     def prepare(self) -> None:
         for d in (self.run_dir, self.data_dir, self.logs_dir):
