@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
 from elasticsearch import Elasticsearch
 from prometheus_bin import prometheus_binaries
 from waiting import wait_until
 
-from pipeline.dashboards import health
+from pipeline.cli import main
+from pipeline.dashboards import health, render
 from pipeline.dashboards.builder import prom_target
 from pipeline.dashboards.check import Checker, PanelReport, Status, panels_of
 from pipeline.dashboards.datasources import PROMETHEUS
@@ -128,3 +130,18 @@ def test_an_expression_prometheus_refuses_breaks_its_panel(prometheus_url: str) 
     assert report.status is Status.BROKEN
     assert report.targets[0].reason == "promql-error"
     assert "parse error" in report.targets[0].detail
+
+
+def test_dashboards_check_runs_the_promql_panels_when_a_prometheus_is_configured(
+        prometheus_url: str) -> None:
+    board = str(render.GRAFANA_DIR / "dashboards" / "jobstream-pipeline.json")
+    args = ["dashboards", "check", "--dashboard", board, "--from", "now-5m", "--json"]
+    with_url = CliRunner().invoke(main, args,
+                                  env={"JOBSTREAM_METRICS__PROMETHEUS_URL": prometheus_url})
+    assert with_url.exit_code == 0, with_url.output
+    report = json.loads(with_url.output)
+    assert report["prometheus_url"] == prometheus_url
+    assert len(report["panels"]) == 12 and report["summary"]["broken"] == 0
+    without = CliRunner().invoke(main, args, env={"JOBSTREAM_METRICS__PROMETHEUS_URL": ""})
+    assert without.exit_code == 0, without.output
+    assert json.loads(without.output)["panels"] == []  # left aside, as before
