@@ -13,6 +13,7 @@ from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ServiceError
 from pipeline.runtime.invocation import get_config
 from pipeline.tooling.stack import SERVICES, configured, ensure_up, fetch, status, stop
+from pipeline.tooling.stack.prometheus import targets
 
 __all__ = ["stack"]
 
@@ -58,7 +59,11 @@ def up(ctx: click.Context, fresh: bool, brokers: int | None, prometheus: bool,
     where = {"kafka": f"Kafka {info.kafka_bootstrap}",
              "elasticsearch": f"Elasticsearch {info.elasticsearch_url}",
              "prometheus": f"Prometheus {info.prometheus_url}"}
-    shown = ", ".join(where[name] for name in (services or configured(cfg)))
+    names = services or configured(cfg)
+    shown = ", ".join(where[name] for name in names)
+    if "prometheus" in names and not targets(cfg):
+        click.echo("note: every [metrics] port is 0 (off), so Prometheus scrapes nothing; "
+                   "set worker_port, sink_port, edge_flux_port or edge_slurm_port", err=True)
     if not info.started:
         click.echo(f"stack already up, nothing to do: {shown}")
     else:

@@ -34,7 +34,8 @@ from pipeline.runtime.metrics import PROCESSES
 from pipeline.tooling.stack import procs
 from pipeline.tooling.stack.service import Service
 
-__all__ = ["MODULE", "RULES", "VERSION", "PrometheusService", "build_env", "scrape_config"]
+__all__ = ["MODULE", "RULES", "VERSION", "PrometheusService", "build_env", "scrape_config",
+           "targets"]
 
 MODULE = "github.com/prometheus/prometheus"
 #: the module version ``go install`` builds (Prometheus 3.16's source)
@@ -46,20 +47,23 @@ SCRAPE_INTERVAL = "15s"
 _WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]", "*"})  # noqa: S104 - names, not a bind
 
 
-def scrape_config(cfg: Config, rules: Path) -> dict[str, Any]:
-    """The ``prometheus.yml`` of the stack (YAML is a superset of JSON: written as JSON):
-    a scrape job per jobstream process with a metrics port, and ``rules`` loaded."""
+def targets(cfg: Config) -> list[tuple[str, str]]:
+    """(scrape job, host:port) of each jobstream process whose metrics port is set."""
     m = cfg.metrics
     host = "127.0.0.1" if m.bind in _WILDCARDS else m.bind
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
+    return [("jobstream-" + process.replace(" ", "-"), f"{host}:{getattr(m, key)}")
+            for process, key in PROCESSES.items() if getattr(m, key)]
+
+
+def scrape_config(cfg: Config, rules: Path) -> dict[str, Any]:
+    """The ``prometheus.yml`` of the stack (YAML is a superset of JSON: written as JSON):
+    a scrape job per jobstream process with a metrics port, and ``rules`` loaded."""
+    m = cfg.metrics
     jobs: list[dict[str, Any]] = []
-    for process, key in PROCESSES.items():
-        port = getattr(m, key)
-        if not port:
-            continue
-        job: dict[str, Any] = {"job_name": "jobstream-" + process.replace(" ", "-"),
-                               "static_configs": [{"targets": [f"{host}:{port}"]}]}
+    for name, target in targets(cfg):
+        job: dict[str, Any] = {"job_name": name, "static_configs": [{"targets": [target]}]}
         if m.token_file:
             job["authorization"] = {"credentials_file": str(Path(m.token_file).absolute())}
         if m.tls_cert:
