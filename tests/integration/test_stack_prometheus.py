@@ -64,7 +64,10 @@ def test_up_status_and_down(cfg: Config) -> None:
 
 def test_a_config_promtool_refuses_fails_the_start(cfg: Config, tmp_path: Path) -> None:
     missing = cfg.replace(metrics={"token_file": str(tmp_path / "no-such-token")})
-    with pytest.raises(ServiceError, match="promtool refused") as err:
-        ensure_up(missing, services=["prometheus"])
-    assert "no-such-token" in str(err.value)
-    assert PrometheusService(missing, []).process() is None
+    try:
+        with pytest.raises(ServiceError, match="promtool refused") as err:
+            ensure_up(missing, services=["prometheus"])
+        assert "no-such-token" in str(err.value)
+        assert PrometheusService(missing, []).process() is None
+    finally:
+        stop(missing, services=["prometheus"])  # whatever a start that should fail left
