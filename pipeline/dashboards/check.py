@@ -1,4 +1,5 @@
-"""``jobstream dashboards check``: run every panel's queries against Elasticsearch.
+"""``jobstream dashboards check``: run every panel's queries against Elasticsearch, and
+the Prometheus ones against a Prometheus when one is given.
 
 For each panel of the dashboards, each Elasticsearch target is checked twice:
 
@@ -15,6 +16,10 @@ A target is *broken* (Elasticsearch answered an error, or the mapping does not f
 *empty* (no document, or no value in any bucket) or *ok*. Expression targets are checked
 for the references they make. A panel is broken if any target is, empty if all its
 Elasticsearch targets are, ok otherwise. Query variables are checked like panels.
+
+A Prometheus target (:mod:`pipeline.dashboards.promql`) is *broken* when Prometheus refuses
+or cannot evaluate its expression, *empty* when it returns no series, else *ok*. Without a
+Prometheus those targets are left aside, as not this check's to run.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from pipeline.dashboards.grafana_time import (
     auto_interval_ms,
     parse_duration_ms,
 )
+from pipeline.dashboards.promql import Prometheus, read_answer, request
 from pipeline.runtime.errors import ServiceError
 
 __all__ = ["Checker", "PanelAnswer", "PanelReport", "Status", "TargetReport", "panels_of",
@@ -67,11 +73,13 @@ class TargetReport:
     datasource: str
     status: Status
     #: short machine word: unknown-field, type-mismatch, unsupported-aggregation,
-    #: missing-index, bad-target, es-error; empty when fine
+    #: missing-index, bad-target, es-error, promql-error; empty when fine
     reason: str = ""
     detail: str = ""
-    #: documents the query matched (None when it did not run)
+    #: documents the query matched (None when it did not run, or is not Elasticsearch's)
     hits: int | None = None
+    #: series a Prometheus target returned (None when it did not run, or is not one)
+    series: int | None = None
 
 
 @dataclass
@@ -96,8 +104,13 @@ class PanelReport:
             if t.status is Status.BROKEN:
                 return f"{t.ref_id}: {t.reason}: {t.detail}"
         hits = [t.hits for t in self.targets if t.hits is not None]
-        queries = f"{len(hits)} quer{'y' if len(hits) == 1 else 'ies'}"
-        return f"{queries}, {sum(hits)} documents" if hits else "no queries"
+        series = [t.series for t in self.targets if t.series is not None]
+        ran = len(hits) + len(series)
+        if not ran:
+            return "no queries"
+        found = ([f"{sum(hits)} documents"] if hits else []) + \
+            ([f"{sum(series)} series"] if series else [])
+        return f"{ran} quer{'y' if ran == 1 else 'ies'}, {', '.join(found)}"
 
 
 @dataclass
@@ -137,15 +150,19 @@ class Checker:
     ``now_ms`` fixes "now" (tests); panels with a relative time override (``timeFrom``)
     end at it, as in Grafana. ``variables`` sets template variables by name, in every
     dashboard that has them, as a user would pick or type them (e.g. the job dashboard's
-    ``job_id``, which matches no job by default).
+    ``job_id``, which matches no job by default). With ``prometheus``, the Prometheus
+    targets run there; without, they are left aside.
     """
 
     def __init__(self, es: Elasticsearch, *, prefix: str = "",
                  sources: Sequence[DataSource] = DATASOURCES,
                  max_data_points: int = DEFAULT_MAX_DATA_POINTS,
                  now_ms: int | None = None,
-                 variables: Mapping[str, str] | None = None) -> None:
+                 variables: Mapping[str, str] | None = None,
+                 prometheus: Prometheus | None = None) -> None:
         self.es = es
+        self.prometheus = prometheus
+        self._foreign_types = _FOREIGN_TYPES - {"prometheus"} if prometheus else _FOREIGN_TYPES
         self.variables = dict(variables or {})
         self.prefix = prefix
         self.sources = tuple(sources)
@@ -167,16 +184,20 @@ class Checker:
         values = self._values(board, time_range)
         reports = [self._check_variable(_board_name(board), var, values, time_range)
                    for var in board.get("templating", {}).get("list", [])
-                   if var.get("type") == "query" and not _foreign(var.get("datasource"))]
+                   if var.get("type") == "query" and not self._foreign(var.get("datasource"))]
         return reports + [a.report for a in self.answer_dashboard(board, time_range)]
 
     def answer_dashboard(self, board: Mapping[str, Any], time_range: TimeRange
                          ) -> list[PanelAnswer]:
-        """Every panel with an Elasticsearch target, run; in the dashboard's order."""
+        """Every panel with a target this check runs (Elasticsearch, and Prometheus when
+        it has one), run; in the dashboard's order."""
         values = self._values(board, time_range)
         return [self._check_panel(_board_name(board), panel, values, time_range)
                 for panel in panels_of(board)
-                if any(not _foreign(_source(t, panel)) for t in panel.get("targets") or [])]
+                if any(not self._foreign(_source(t, panel)) for t in panel.get("targets") or [])]
+
+    def _foreign(self, ref: Any) -> bool:
+        return isinstance(ref, Mapping) and ref.get("type") in self._foreign_types
 
     def _values(self, board: Mapping[str, Any], time_range: TimeRange) -> dict[str, str]:
         """Each variable's value: as given, else "All" or the current value; the "All" of
@@ -188,7 +209,7 @@ class Checker:
             name = str(var.get("name") or "")
             if (var.get("type") == "query" and var.get("includeAll")
                     and not var.get("allValue") and name not in self.variables
-                    and not _foreign(var.get("datasource"))):
+                    and not self._foreign(var.get("datasource"))):
                 options[name] = self._options(var, values, time_range)
                 values = self._given(variable_values(board, options))
         return values
@@ -220,7 +241,7 @@ class Checker:
         reports: list[TargetReport] = []
         targets: dict[str, Mapping[str, Any]] = {}
         for raw in panel["targets"]:
-            if _foreign(_source(raw, panel)):
+            if self._foreign(_source(raw, panel)):
                 continue
             target = substitute(raw, values)
             targets[str(target.get("refId"))] = target
@@ -229,6 +250,9 @@ class Checker:
                 reports.append(_check_expression(target, refs))
                 continue
             min_interval = str(panel.get("interval") or "")
+            if _is_prometheus(_source(target, panel)):
+                reports.append(self._check_promql(target, span, min_interval))
+                continue
             item = self._plan(str(target.get("refId")), uid, target, span, min_interval)
             reports.append(item.report if isinstance(item, _Planned) else item)
             if isinstance(item, _Planned):
@@ -282,6 +306,24 @@ class Checker:
         return TimeRange(self.now_ms - parse_duration_ms(str(relative)), self.now_ms)
 
     # -- one target
+
+    def _check_promql(self, target: Mapping[str, Any], span: TimeRange,
+                      min_interval: str) -> TargetReport:
+        assert self.prometheus is not None  # a Prometheus target is foreign without one
+        ref, uid = str(target.get("refId")), _uid(target.get("datasource") or {})
+        if not str(target.get("expr") or "").strip():
+            return TargetReport(ref, uid, Status.BROKEN, "bad-target", "no expression")
+        try:
+            path, params = request(target, span, min_interval=min_interval,
+                                   max_data_points=self.max_data_points)
+        except QueryError as exc:
+            return TargetReport(ref, uid, Status.BROKEN, "bad-target", str(exc))
+        answer = read_answer(self.prometheus.query(path, params))
+        if answer.error:
+            return TargetReport(ref, uid, Status.BROKEN, "promql-error", answer.error)
+        if not answer.series:
+            return TargetReport(ref, uid, Status.EMPTY, detail="no series", series=0)
+        return TargetReport(ref, uid, Status.OK, series=answer.series)
 
     def _plan(self, ref: str, uid: str, target: Mapping[str, Any], time_range: TimeRange,
               min_interval: str) -> _Planned | TargetReport:
@@ -360,7 +402,8 @@ class Checker:
 
 
 #: Data source types of other servers than Elasticsearch (the pipeline dashboard's
-#: Prometheus): not this check's to run, and not broken for it.
+#: Prometheus, unless the checker is given one): not this check's to run, and not broken
+#: for it.
 _FOREIGN_TYPES = frozenset({"prometheus"})
 
 
@@ -368,8 +411,8 @@ def _source(target: Mapping[str, Any], panel: Mapping[str, Any]) -> Any:
     return target.get("datasource") or panel.get("datasource") or {}
 
 
-def _foreign(ref: Any) -> bool:
-    return isinstance(ref, Mapping) and ref.get("type") in _FOREIGN_TYPES
+def _is_prometheus(ref: Any) -> bool:
+    return isinstance(ref, Mapping) and ref.get("type") == "prometheus"
 
 
 def _uid(ref: Any) -> str:

@@ -15,6 +15,7 @@ from rich.table import Table
 from pipeline.dashboards import health, job, node, overview, render
 from pipeline.dashboards.check import Checker, PanelReport, Status, summarize
 from pipeline.dashboards.grafana_time import QueryError, TimeRange, parse_time
+from pipeline.dashboards.promql import Prometheus
 from pipeline.runtime.errors import ConfigError
 from pipeline.runtime.invocation import get_config
 from pipeline.sink.client import make_client
@@ -48,10 +49,12 @@ def dashboards() -> None:
 @click.pass_context
 def check(ctx: click.Context, from_: str, to: str, files: tuple[str, ...],
           var_args: tuple[str, ...], strict: bool, as_json: bool) -> None:
-    """Run every panel's queries against Elasticsearch, as Grafana would send them.
+    """Run every panel's queries against Elasticsearch, as Grafana would send them, and
+    the PromQL ones against metrics.prometheus_url when it is set.
 
     Reports each panel ok, empty (nothing in the time range) or broken (an unknown field,
-    a field of the wrong type, an aggregation Elasticsearch lacks). Template variables
+    a field of the wrong type, an aggregation Elasticsearch lacks, a PromQL expression
+    Prometheus refuses). Template variables
     are set to All (or their default) unless --var sets them. Exit status 1 if a panel
     is broken (or, with --strict, empty).
     """
@@ -59,18 +62,21 @@ def check(ctx: click.Context, from_: str, to: str, files: tuple[str, ...],
     time_range, now = _time_range(from_, to)
     boards = [_load(Path(f)) for f in files] if files else render.dashboards()
     variables = _variables(var_args, boards)
+    url = cfg.metrics.prometheus_url
     with make_client(cfg.elasticsearch, request_timeout=30.0) as es:
         checker = Checker(es, prefix=cfg.elasticsearch.index_prefix, now_ms=now,
-                          variables=variables)
+                          variables=variables,
+                          prometheus=Prometheus(url) if url else None)
         reports = checker.check(boards, time_range)
     counts = summarize(reports)
     if as_json:
         click.echo(json.dumps({"from_ms": time_range.from_ms, "to_ms": time_range.to_ms,
                                "index_prefix": cfg.elasticsearch.index_prefix,
+                               "prometheus_url": url,
                                "summary": counts,
                                "panels": [r.to_dict() for r in reports]}, indent=2))
     else:
-        _print(reports, counts)
+        _print(reports, counts, prometheus=bool(url))
     failed = counts[Status.BROKEN.value] or (strict and counts[Status.EMPTY.value])
     sys.exit(1 if failed else 0)
 
@@ -175,9 +181,11 @@ def _load(path: Path) -> dict[str, Any]:
     return board
 
 
-def _print(reports: list[PanelReport], counts: dict[str, int]) -> None:
+def _print(reports: list[PanelReport], counts: dict[str, int], *, prometheus: bool) -> None:
     console = Console()
-    table = Table(title="Dashboard panels against Elasticsearch", title_justify="left")
+    against = "Elasticsearch and Prometheus" if prometheus else \
+        "Elasticsearch (no metrics.prometheus_url: Prometheus panels left aside)"
+    table = Table(title=f"Dashboard panels against {against}", title_justify="left")
     table.add_column("dashboard")
     table.add_column("panel")
     table.add_column("status")

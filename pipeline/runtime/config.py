@@ -110,6 +110,10 @@ class StackConfig:
     java_home: str = ""
     #: system user that runs Elasticsearch when jobstream runs as root
     es_user: str = "jobstream-es"
+    #: also run a Prometheus (built once with ``go install``) that scrapes the metrics
+    #: ports of ``[metrics]`` with jobstream's alert rules (``stack up --prometheus``)
+    prometheus: bool = False
+    prometheus_port: int = 9090
 
 
 @dataclass(frozen=True)
@@ -348,6 +352,9 @@ class MetricsConfig:
     sink_port: int = 0
     edge_flux_port: int = 0
     edge_slurm_port: int = 0
+    #: URL of a Prometheus that scrapes these ports: ``dashboards check`` runs the pipeline
+    #: dashboard's PromQL panels against it; empty = those panels are left aside
+    prometheus_url: str = ""
 
 
 @dataclass(frozen=True)

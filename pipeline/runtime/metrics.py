@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, Info, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
@@ -53,6 +53,7 @@ __all__ = [
     "NODE_JOBS",
     "NODE_READ_ERRORS",
     "NODE_SAMPLES_PUBLISHED",
+    "PROCESS_INFO",
     "PROCESSES",
     "SINK_BULK_ITEMS",
     "SINK_BULK_SECONDS",
@@ -141,6 +142,9 @@ SINK_RETRIES = Counter(
 
 DLQ_RECORDS = Counter(
     "jobstream_dlq_records", "Records sent to the dead-letter topic", ["stage", "reason"])
+#: which jobstream process a scrape target is (``jobstream_process_info{process="worker"}``):
+#: alert rules join on it, whatever the scrape job is called
+PROCESS_INFO = Info("jobstream_process", "The jobstream process serving these metrics")
 CONSUMER_LAG = Gauge(
     "jobstream_consumer_lag",
     "Records on a partition past its group's committed offset (sink: past what Elasticsearch "
@@ -356,6 +360,7 @@ def start(cfg: Config, process: str, *, port: int | None = None,
     (the node edge's) passes ``port``, and ``bind`` to listen elsewhere than
     ``metrics.bind``; the token and TLS of ``[metrics]`` apply all the same."""
     m = cfg.metrics
+    PROCESS_INFO.info({"process": process})
     port = getattr(m, PROCESSES[process]) if port is None else port
     if not port:
         return None

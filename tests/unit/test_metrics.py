@@ -143,3 +143,11 @@ def test_a_closed_spool_still_tracked_does_not_break_a_scrape(tmp_path: Path) ->
                                          {"spool": "unit-closed"}) is None
     finally:
         untrack()
+
+
+def test_a_process_says_which_it_is_even_with_its_port_off() -> None:
+    # the alert rules tell the worker's restart from the sink's by it
+    assert metrics.start(Config(), "sink") is None
+    assert REGISTRY.get_sample_value("jobstream_process_info", {"process": "sink"}) == 1.0
+    metrics.start(Config(), "worker")
+    assert REGISTRY.get_sample_value("jobstream_process_info", {"process": "worker"}) == 1.0

@@ -1,4 +1,6 @@
-"""The local service stack: real Kafka and Elasticsearch on loopback, fetched with Maven.
+"""The local service stack: real Kafka and Elasticsearch on loopback, fetched with Maven,
+and, when asked (``stack.prometheus``), a Prometheus built with ``go install`` that scrapes
+jobstream's metrics ports with the shipped alert rules.
 
 For a laptop, the demo and the tests. Everything lives in ``stack.cache_dir``: the Maven
 repository, the unpacked services, and ``run/<service>/`` with each one's config, data,
@@ -15,6 +17,7 @@ Python API (the CLI is a thin layer over it)::
     cfg = info.client_config(cfg)      # a Config whose clients talk to this stack
     stop_service(cfg, "elasticsearch") # fault injection: one service down ...
     start_service(cfg, "elasticsearch")  # ... and back, ready
+    fetch(cfg, services=["prometheus"])  # into the cache, nothing started (./run test)
     status(cfg)                        # [ServiceState, ...], one per Kafka node
     stop(cfg)                          # everything down (only processes we started)
 
@@ -53,6 +56,7 @@ from pipeline.tooling.stack.kafka import (
     stray_nodes,
     wait_brokers,
 )
+from pipeline.tooling.stack.prometheus import PrometheusService
 from pipeline.tooling.stack.service import Service, ServiceState
 from pipeline.tooling.stack.ui import Reporter
 
@@ -61,7 +65,9 @@ __all__ = [
     "ServiceState",
     "StackInfo",
     "broker_address",
+    "configured",
     "ensure_up",
+    "fetch",
     "kafka_nodes",
     "service",
     "start_broker",
@@ -73,9 +79,12 @@ __all__ = [
 ]
 
 #: in start order (stop goes the other way)
-SERVICES = ("kafka", "elasticsearch")
+SERVICES = ("kafka", "elasticsearch", "prometheus")
+#: the services run only when the config asks (``stack.<name> = true``)
+OPTIONAL = frozenset({"prometheus"})
 _CLASSES: dict[str, type[Service]] = {"kafka": KafkaService,
-                                      "elasticsearch": ElasticsearchService}
+                                      "elasticsearch": ElasticsearchService,
+                                      "prometheus": PrometheusService}
 
 
 @dataclass(frozen=True)
@@ -89,11 +98,17 @@ class StackInfo:
     elasticsearch_version: str
     #: services this call started (empty when everything was already up)
     started: tuple[str, ...]
+    #: the stack's Prometheus, "" when it runs none
+    prometheus_url: str = ""
 
     def client_config(self, cfg: Config) -> Config:
-        """``cfg`` with the Kafka bootstrap and Elasticsearch URL of this stack."""
-        return cfg.replace(kafka={"bootstrap": self.kafka_bootstrap},
-                           elasticsearch={"url": self.elasticsearch_url})
+        """``cfg`` with the Kafka bootstrap and Elasticsearch URL of this stack (and its
+        Prometheus's URL, when it runs one)."""
+        cfg = cfg.replace(kafka={"bootstrap": self.kafka_bootstrap},
+                          elasticsearch={"url": self.elasticsearch_url})
+        if self.prometheus_url:
+            cfg = cfg.replace(metrics={"prometheus_url": self.prometheus_url})
+        return cfg
 
 
 def service(cfg: Config, name: str) -> Service:
@@ -192,8 +207,13 @@ def _locked(cfg: Config) -> Iterator[None]:
         yield
 
 
-def _select(names: Sequence[str] | None) -> list[str]:
-    chosen = list(names) if names else list(SERVICES)
+def configured(cfg: Config) -> list[str]:
+    """The services a plain ``stack up`` runs: the optional ones only when enabled."""
+    return [n for n in SERVICES if n not in OPTIONAL or getattr(cfg.stack, n)]
+
+
+def _select(names: Sequence[str] | None, default: Sequence[str] = SERVICES) -> list[str]:
+    chosen = list(names) if names else list(default)
     for name in chosen:
         if name not in _CLASSES:
             raise ServiceError(f"unknown service {name!r}; choose from {', '.join(SERVICES)}")
@@ -212,9 +232,10 @@ def ensure_up(cfg: Config, *, fresh: bool = False, console: Console | None = Non
     counts as started when this call started any of them, and is stopped whole.
     """
     ui = Reporter(console)
-    names = _select(services)
+    names = _select(services, configured(cfg))
     jdks = find_jdks()
     es = ElasticsearchService(cfg, jdks)
+    prometheus = PrometheusService(cfg, jdks)
     started: list[str] = []
     with _locked(cfg):
         if fresh:
@@ -243,7 +264,8 @@ def ensure_up(cfg: Config, *, fresh: bool = False, console: Console | None = Non
         elasticsearch_url=es.address,
         kafka_version=kafka[0].state().version,
         elasticsearch_version=es.state().version,
-        started=tuple(started))
+        started=tuple(started),
+        prometheus_url=prometheus.address if prometheus.process() is not None else "")
 
 
 def _undo_starts(cfg: Config, started: list[str], jdks: list[Jdk], ui: Reporter) -> str:
@@ -277,6 +299,17 @@ def stop(cfg: Config, *, console: Console | None = None,
             if _stop(cfg, name, jdks, ui):
                 stopped.append(name)
     return stopped
+
+
+def fetch(cfg: Config, *, console: Console | None = None,
+          services: Sequence[str] | None = None) -> list[str]:
+    """Fetch (or build) into the cache what is not there yet, starting nothing; returns the
+    services it fetched. Without ``services``: those a plain ``stack up`` runs."""
+    ui = Reporter(console)
+    jdks = find_jdks()
+    with _locked(cfg):
+        return [name for name in _select(services, configured(cfg))
+                if _members(cfg, name, jdks)[0].install(ui)]
 
 
 def start_service(cfg: Config, name: str, *, console: Console | None = None) -> bool:
@@ -333,6 +366,8 @@ def status(cfg: Config, *, running_shape_first: bool = False) -> list[ServiceSta
         shape = running_shape(cfg, jdks)
         if shape is not None:
             cfg = cfg.replace(stack={"kafka_brokers": shape})
-    members = [m for n in SERVICES for m in _members(cfg, n, jdks)]
-    members[-1:-1] = stray_nodes(cfg, jdks)
+    members = [m for n in SERVICES for m in _members(cfg, n, jdks)
+               # an optional service not asked for is shown only while it runs
+               if n in configured(cfg) or m.process() is not None]
+    members[len(kafka_nodes(cfg)):len(kafka_nodes(cfg))] = stray_nodes(cfg, jdks)
     return [m.state() for m in members]

@@ -1,4 +1,5 @@
-"""``jobstream stack up | down | status``: the local Kafka and Elasticsearch."""
+"""``jobstream stack up | down | status | fetch``: the local Kafka and Elasticsearch, and
+optionally Prometheus."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from rich.table import Table
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ServiceError
 from pipeline.runtime.invocation import get_config
-from pipeline.tooling.stack import SERVICES, ensure_up, status, stop
+from pipeline.tooling.stack import SERVICES, configured, ensure_up, fetch, status, stop
+from pipeline.tooling.stack.prometheus import targets
 
 __all__ = ["stack"]
 
@@ -23,29 +25,45 @@ _brokers = click.option(
          "running Kafka's count when the configured one is not running.")
 
 
-def _config(ctx: click.Context, brokers: int | None) -> Config:
+_prometheus = click.option(
+    "--prometheus", is_flag=True, default=False,
+    help="Also run Prometheus (stack.prometheus), built with go install on first use, "
+         "scraping the [metrics] ports with jobstream's alert rules.")
+
+
+def _config(ctx: click.Context, brokers: int | None, prometheus: bool = False) -> Config:
     cfg = get_config(ctx)
-    return cfg if brokers is None else cfg.replace(stack={"kafka_brokers": brokers})
+    if brokers is not None:
+        cfg = cfg.replace(stack={"kafka_brokers": brokers})
+    return cfg.replace(stack={"prometheus": True}) if prometheus else cfg
 
 
 @click.group("stack")
 def stack() -> None:
-    """Run Kafka and Elasticsearch on loopback (fetched once into stack.cache_dir)."""
+    """Run Kafka and Elasticsearch on loopback (fetched once into stack.cache_dir), and
+    Prometheus when asked."""
 
 
 @stack.command("up")
 @click.option("--fresh", is_flag=True, help="Stop, wipe the data directories, then start.")
 @_brokers
+@_prometheus
 @_names
 @click.pass_context
-def up(ctx: click.Context, fresh: bool, brokers: int | None,
+def up(ctx: click.Context, fresh: bool, brokers: int | None, prometheus: bool,
        services: tuple[str, ...]) -> None:
-    """Start the services (all by default) and wait until they answer."""
-    cfg = _config(ctx, brokers)
+    """Start the services (Kafka and Elasticsearch by default, Prometheus too with
+    --prometheus or stack.prometheus) and wait until they answer."""
+    cfg = _config(ctx, brokers, prometheus)
     info = ensure_up(cfg, fresh=fresh, console=Console(stderr=True), services=services)
     where = {"kafka": f"Kafka {info.kafka_bootstrap}",
-             "elasticsearch": f"Elasticsearch {info.elasticsearch_url}"}
-    shown = ", ".join(where[name] for name in (services or SERVICES))
+             "elasticsearch": f"Elasticsearch {info.elasticsearch_url}",
+             "prometheus": f"Prometheus {info.prometheus_url}"}
+    names = services or configured(cfg)
+    shown = ", ".join(where[name] for name in names)
+    if "prometheus" in names and not targets(cfg):
+        click.echo("note: every [metrics] port is 0 (off), so Prometheus scrapes nothing; "
+                   "set worker_port, sink_port, edge_flux_port or edge_slurm_port", err=True)
     if not info.started:
         click.echo(f"stack already up, nothing to do: {shown}")
     else:
@@ -56,9 +74,21 @@ def up(ctx: click.Context, fresh: bool, brokers: int | None,
 @_names
 @click.pass_context
 def down(ctx: click.Context, services: tuple[str, ...]) -> None:
-    """Stop the services this stack started (by their pid files), every Kafka node."""
+    """Stop the services this stack started (by their pid files), every Kafka node, and
+    Prometheus if it runs."""
     stopped = stop(get_config(ctx), console=Console(stderr=True), services=services)
     click.echo("stopped: " + ", ".join(stopped) if stopped else "nothing was running")
+
+
+@stack.command("fetch")
+@_prometheus
+@_names
+@click.pass_context
+def fetch_cmd(ctx: click.Context, prometheus: bool, services: tuple[str, ...]) -> None:
+    """Fetch (Prometheus: build) into stack.cache_dir what is not there yet; start nothing."""
+    fetched = fetch(_config(ctx, None, prometheus), console=Console(stderr=True),
+                    services=services)
+    click.echo("fetched: " + ", ".join(fetched) if fetched else "all in the cache already")
 
 
 @stack.command("status")

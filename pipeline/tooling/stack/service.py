@@ -52,6 +52,8 @@ class Service(ABC):
     ready_timeout: float = 120.0
     #: how long a SIGTERM may take before SIGKILL (Kafka's controlled shutdown needs a while)
     stop_timeout: float = 30.0
+    #: what :meth:`fetch` fetches with, as the first start says
+    fetch_tool: str = "Maven"
 
     def __init__(self, cfg: Config, jdks: list[Jdk]) -> None:
         self.cfg = cfg
@@ -131,17 +133,24 @@ class Service(ABC):
                     f"{self.title} cannot start: port {port} is taken by another process"
                     f"{': ' + owner if owner else ''}; stop it or change the port in the "
                     "[stack] config")
-        if not self.installed():
-            started = time.monotonic()
-            with ui.step(f"Fetching {self.title} {self.version} with Maven…") as progress:
-                self.fetch(progress)
-            ui.note(f"[green]✓[/] fetched {self.title} {self.version} "
-                    f"({time.monotonic() - started:.0f} s)")
+        self.install(ui)
         self.prepare()
         self._launched_at = time.time()
         launcher = self.launch()
         procs.remember_child(launcher)
         return launcher
+
+    def install(self, ui: Reporter) -> bool:
+        """Fetch into the cache unless there already; False if it was."""
+        if self.installed():
+            return False
+        started = time.monotonic()
+        with ui.step(f"Fetching {self.title} {self.version} with "
+                     f"{self.fetch_tool}…") as progress:
+            self.fetch(progress)
+        ui.note(f"[green]✓[/] fetched {self.title} {self.version} "
+                f"({time.monotonic() - started:.0f} s)")
+        return True
 
     def finish(self, launcher: subprocess.Popen[bytes] | None, ui: Reporter) -> None:
         """The second half of :meth:`start`: wait until ready (``launcher`` from
