@@ -72,6 +72,7 @@ TOPIC_SCHEMAS: Mapping[str, str] = {
     "events": "JobEvent",
     "state": "JobState",
     "snapshots": "QueueSnapshot",
+    "nodes": "NodeState",
 }
 
 # A writer schema the reader knows: the parsed schema, or None when it is the reader's

@@ -135,7 +135,7 @@ def test_codecs_from_config_without_registry_use_single_object() -> None:
     codecs = codecs_from_config(Config())
     assert {k: c.name for k, c in codecs.items()} == {
         "raw": "RawRecord", "events": "JobEvent", "state": "JobState",
-        "snapshots": "QueueSnapshot"}
+        "snapshots": "QueueSnapshot", "nodes": "NodeState"}
     assert all(c.wire_format == "single-object" for c in codecs.values())
 
 
