@@ -11,8 +11,8 @@ What the replay of generation ``vN`` uses, beside the live flow (which keeps run
 
 * the raw topic, read by a worker of its own app id ``<worker.app_id>-replay-vN`` (its own
   consumer group, state table, RocksDB directory and canonical topic);
-* its own output topics ``<topic>.replay-vN`` (events, states, snapshots, DLQ), so that
-  nothing the live sink or other consumers read is written twice;
+* its own output topics ``<topic>.replay-vN`` (events, states, node states, snapshots,
+  DLQ), so that nothing the live sink or other consumers read is written twice;
 * a sink writing generation ``vN`` (``<prefix>hpc-jobs-vN-*``, ...) from those topics.
 
 It starts from the beginning of the raw topic, or from ``--since`` (the first offset of
@@ -80,7 +80,7 @@ def replay_config(cfg: Config, generation: str) -> Config:
         # the live worker and sink hold the configured metrics ports
         metrics={"worker_port": 0, "sink_port": 0},
         topics={name: f"{getattr(t, name)}.{suffix}"
-                for name in ("events", "state", "snapshots", "dlq")})
+                for name in ("events", "state", "nodes", "snapshots", "dlq")})
 
 
 def advanced(starts: Mapping[TP, int], targets: Mapping[TP, int],

@@ -66,7 +66,7 @@ def test_replay_config_is_separate_from_the_live_one() -> None:
     assert r.worker.store_dir == "/s/store-replay-v2"
     assert r.worker.web_port != cfg.worker.web_port
     assert r.topics.raw == cfg.topics.raw
-    for name in ("events", "state", "snapshots", "dlq"):
+    for name in ("events", "state", "nodes", "snapshots", "dlq"):
         assert getattr(r.topics, name) == f"{getattr(cfg.topics, name)}.replay-v2"
     with pytest.raises(ValueError):
         replay_config(cfg, "v2-x")
