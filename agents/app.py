@@ -4,7 +4,12 @@ Topology (one stage; the canonical topic carries only the events of raw records 
 not in their job's partition, and the expiry of finished jobs)::
 
     hpc.jobs.raw ───────────jobs (table) ──> hpc.jobs.events, hpc.jobs.state, hpc.jobs.dlq
-          └─ re-keyed ─> <app>-canonical ─┘  └─ timers ──> hpc.queue.snapshots, expiry
+          └─ re-keyed ─> <app>-canonical ─┘  ├─ timers ──> hpc.queue.snapshots, expiry
+                                             └─ nodes (table) ──> hpc.nodes.state
+
+A node format's records take the same path; their events fold into the ``nodes`` table
+(keyed ``cluster:node``), a table of the same class as ``jobs``, its changelog
+``<app>-nodes-changelog`` written and confirmed with the batch's other outputs.
 
 The jobs topics' records are taken one at a time, in the order Faust's fetch loop reads
 them (agents.intake); scale comes from partitions and workers.
@@ -26,7 +31,12 @@ from pipeline.codecs.wire import Wire
 from pipeline.core.anonymize import Anonymizer
 from pipeline.core.enrich import Enricher
 from pipeline.kafka.auth import faust_credentials
-from pipeline.kafka.topics import Replication, canonical_topic, replication_from
+from pipeline.kafka.topics import (
+    Replication,
+    canonical_topic,
+    nodes_changelog_topic,
+    replication_from,
+)
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ConfigError
 from pipeline.runtime.logrepeat import RepeatFilter
@@ -123,9 +133,20 @@ def create_app(cfg: Config, *, name: str | None = None,
         app, outputs=outputs, name="jobs", default=None, partitions=cfg.kafka.partitions,
         key_type=bytes, value_type=bytes, extra_topic_configs=topic_config,
         options=dict(STORE_OPTIONS)))
+    # the node states, kept alike (values: NodeFold.to_json()); few and small beside the
+    # jobs, in the same store options
+    nodes = app.tables.add(JobsTable(
+        app, outputs=outputs, name="nodes", default=None, partitions=cfg.kafka.partitions,
+        key_type=bytes, value_type=bytes, extra_topic_configs=topic_config,
+        options=dict(STORE_OPTIONS)))
+    if nodes.changelog_topic.get_topic_name() != nodes_changelog_topic(cfg.worker.app_id):
+        raise ConfigError(f"the nodes table's changelog is "
+                          f"{nodes.changelog_topic.get_topic_name()}, not "
+                          f"{nodes_changelog_topic(cfg.worker.app_id)}: Faust names it "
+                          "otherwise than pipeline.kafka.topics says")
     worker = WorkerContext(
         cfg=cfg, app=app, name=worker_name, raw=raw_topic, canonical=canonical, jobs=table,
-        outputs=outputs,
+        nodes=nodes, outputs=outputs,
         anonymizer=Anonymizer.from_config(cfg.anonymize.fields, cfg.anonymize.key_file),
         enricher=Enricher.from_config(cfg.enrich.passwd_file, cfg.enrich.users_file,
                                       cfg.enrich.topology_file),
@@ -150,8 +171,10 @@ def internal_topics(worker: WorkerContext) -> tuple[dict[str, dict[str, str]], d
     ``min.insync.replicas``; and the existing ones are checked with the others.
     """
     changelog = worker.jobs.changelog_topic.get_topic_name()
+    nodes = worker.nodes.changelog_topic.get_topic_name()
     leader = f"{worker.app.conf.id}-__assignor-__leader"  # as faust.assignor.LeaderAssignor
     return ({worker.canonical.get_topic_name(): {},
              changelog: {"cleanup.policy": "compact"},
+             nodes: {"cleanup.policy": "compact"},
              leader: {}},
             {leader: 1})

@@ -21,6 +21,7 @@ from typing import Any
 from prometheus_client import Counter as Metric
 
 from pipeline.fold import JobFold
+from pipeline.fold.node_state import NodeFold
 from pipeline.runtime.metrics import (
     WORKER_EVENTS_FOLDED,
     WORKER_RECORDS_PUBLISHED,
@@ -41,11 +42,13 @@ STATE_FLUSH_BEHIND_S = 2.0
 
 
 class Batch:
-    """The jobs folded since the last flush (key -> the last message of the job read, its
-    fold) and the messages to acknowledge once their outputs are confirmed."""
+    """The jobs and the nodes folded since the last flush (key -> the last message of the
+    job or node read, its fold) and the messages to acknowledge once their outputs are
+    confirmed."""
 
     def __init__(self) -> None:
         self.folds: dict[bytes, tuple[Any, JobFold]] = {}
+        self.nodes: dict[bytes, tuple[Any, NodeFold]] = {}
         self.records: list[Any] = []
         self.ends: dict[tuple[str, int], int] = {}  # (topic, partition) -> last offset
         self.events = 0

@@ -12,22 +12,74 @@ record with an event that cannot fit goes to the DLQ whole, like any bad record.
 multi-job record (squeue, sacct) that, like any refusal, is one job's: the job goes to the
 DLQ on its own (:class:`pipeline.parsers.normalize.RejectedPart`, :func:`part_headers`) and its
 neighbours go on.
+
+A node format's record (:data:`pipeline.parsers.NODE_FORMATS`) gives node events
+(:class:`pipeline.core.nodes.NodeEvent`), taken by the same stage. On the canonical topic a
+node event travels in a wrapper, ``{"node_event": <NodeEvent.to_dict()>}``
+(:func:`encode_node_event`), beside the job events' bare JSON and the control words, and
+:func:`decode_item` tells the three apart. A node event has no free-form payload to drop:
+one over ``worker.max_event_bytes`` refuses its record (``too-large``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Final
 
-from pipeline.codecs.wire import Wire, fit_event
+from pipeline.codecs.wire import Wire, decode_canonical, encode_canonical, fit_event
+from pipeline.core.jsontext import dumps
 from pipeline.core.model import JobEvent
+from pipeline.core.nodes import NodeEvent
 from pipeline.kafka import dlq
 from pipeline.parsers.normalize import RejectedPart, normalize_parts
 from pipeline.runtime.errors import ParseError, Refusal, ServiceError
 
-__all__ = ["RecentIds", "Rejected", "RejectedPart", "canonical_events", "dlq_headers",
+__all__ = ["NODE_EVENT", "Event", "RecentIds", "Rejected", "RejectedPart", "canonical_events",
+           "decode_item", "dlq_headers", "encode_item", "encode_node_event", "fit_node_event",
            "part_headers"]
+
+#: what a raw record's events are: a job's, or (a node format's) a node's
+Event = JobEvent | NodeEvent
+
+#: the canonical topic's wrapper of a node event (module docstring)
+NODE_EVENT: Final = "node_event"
+_NODE_HEAD: Final = b'{"' + NODE_EVENT.encode() + b'":'
+
+
+def encode_node_event(ev: NodeEvent) -> bytes:
+    """A node event as the canonical topic carries it: in its wrapper."""
+    return _NODE_HEAD + dumps(ev.to_dict()) + b"}"
+
+
+def encode_item(ev: Event) -> bytes:
+    """An event's canonical encoding, a job's or a node's."""
+    return encode_node_event(ev) if isinstance(ev, NodeEvent) else encode_canonical(ev)
+
+
+def decode_item(data: bytes) -> Event | str:
+    """A canonical-topic value: a job event, a node event (by its wrapper's head, which
+    :func:`encode_node_event` writes first) or a control word."""
+    if data.startswith(_NODE_HEAD):
+        return NodeEvent.from_dict(json.loads(data)[NODE_EVENT])
+    return decode_canonical(data)
+
+
+def fit_node_event(ev: NodeEvent, max_bytes: int) -> tuple[NodeEvent, bytes]:
+    """``ev`` and its encoding, at most ``max_bytes`` long; ParseError ``too-large`` if not
+    (a node event has no payload to drop, unlike a job's, :func:`fit_event`)."""
+    data = encode_node_event(ev)
+    if len(data) > max_bytes:
+        raise ParseError("too-large", f"event {ev.event} of node {ev.key} is {len(data)} "
+                                      f"bytes, over worker.max_event_bytes ({max_bytes})")
+    return ev, data
+
+
+def _fit(ev: Event, max_bytes: int) -> tuple[Event, bytes]:
+    if isinstance(ev, NodeEvent):
+        return fit_node_event(ev, max_bytes)
+    return fit_event(ev, max_bytes)
 
 
 class RecentIds:
@@ -59,16 +111,17 @@ class Rejected(Refusal):
 
 
 def canonical_events(wire: Wire, value: bytes, max_bytes: int
-                     ) -> tuple[list[tuple[JobEvent, bytes]], list[RejectedPart]]:
-    """A raw record's canonical events, each cut to ``max_bytes``, with its encoding; and
-    the jobs of a multi-job record that are refused on their own.
+                     ) -> tuple[list[tuple[Event, bytes]], list[RejectedPart]]:
+    """A raw record's canonical events (a node format's: node events), each cut to
+    ``max_bytes``, with its encoding; and the jobs (or nodes) of a multi-job record that
+    are refused on their own.
 
     :raises Rejected: the record is bad (or the parser failed on it: a parser bug must not
         stop the stream nor lose the record).
     :raises ServiceError: not the record's fault (a registry away): crash, retry on restart.
     """
     try:
-        return normalize_parts(wire.decode_raw(value), lambda ev: fit_event(ev, max_bytes))
+        return normalize_parts(wire.decode_raw(value), lambda ev: _fit(ev, max_bytes))
     except ParseError as exc:
         raise Rejected(exc.reason, exc.message) from exc
     except ServiceError:

@@ -51,6 +51,8 @@ class WorkerContext:
     canonical: TopicT
     #: the job-state table
     jobs: JobsTable
+    #: the node-state table (``cluster:node`` -> NodeFold's JSON)
+    nodes: JobsTable
     outputs: Outputs
     anonymizer: Anonymizer
     enricher: Enricher

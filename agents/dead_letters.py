@@ -5,7 +5,8 @@ an event or a job state cannot go on, and why (the headers of
 Nothing bad stops the stream: a raw record that gives no events (stage ``normalize``, the
 record as it came), one bad job of a multi-job record (its own JSON, with ``part``), an
 event that cannot be folded or emitted (stage ``fold``, its canonical JSON), a job state
-that cannot be written (stage ``state``, its latest document), a record the worker died
+that cannot be written (stage ``state``, its latest document; a node's state likewise), a
+record the worker died
 handling in each of its last runs (``crashed-worker``). Each is logged and counted
 (``DLQ_RECORDS`` by stage and reason).
 """
@@ -13,14 +14,15 @@ handling in each of its last runs (``crashed-worker``). Each is logged and count
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
-from agents.canonical import Rejected, RejectedPart, dlq_headers, part_headers
+from agents.canonical import Event, Rejected, RejectedPart, dlq_headers, encode_item, part_headers
 from agents.context import Sender
-from pipeline.codecs.wire import encode_canonical
 from pipeline.core.jsontext import dumps
 from pipeline.core.model import JobEvent
 from pipeline.fold import JobFold, StateTooLarge
+from pipeline.fold.node_state import NodeFold
 from pipeline.runtime.errors import ParseError
 from pipeline.runtime.metrics import DLQ_RECORDS
 
@@ -65,14 +67,16 @@ class DeadLetters:
         self.outputs.send(self.topic, message.key, part.payload, part_headers(message, part))
         DLQ_RECORDS.labels("normalize", part.reason).inc()
 
-    def event(self, key: bytes, message: Any, ev: JobEvent, exc: Exception) -> None:
+    def event(self, key: bytes, message: Any, ev: Event, exc: Exception) -> None:
         """An event that failed to fold or emit (a bug, a value the events topic's schema
-        cannot hold): to the DLQ as its canonical JSON, stage ``fold``."""
+        cannot hold): to the DLQ as its canonical JSON (a node event's in its wrapper),
+        stage ``fold``."""
         reason = exc.reason if isinstance(exc, ParseError) else "internal-error"
-        logger.error("event %s of job %s failed, to %s: %s", ev.event_id,
+        logger.error("event %s of %s %s failed, to %s: %s", ev.event_id,
+                     "job" if isinstance(ev, JobEvent) else "node",
                      key.decode(errors="replace"), self.topic, exc,
                      exc_info=None if isinstance(exc, ParseError) else exc)
-        self.outputs.send(self.topic, key, encode_canonical(ev), dlq_headers(
+        self.outputs.send(self.topic, key, encode_item(ev), dlq_headers(
             message, Rejected(reason, f"{type(exc).__name__}: {exc}"), stage="fold"))
         DLQ_RECORDS.labels("fold", reason).inc()
 
@@ -80,33 +84,48 @@ class DeadLetters:
         """A job whose state cannot be written (over its budget even with one event of
         each kind, a bug, or the worker died writing it: ``fold`` None): its latest
         document to the DLQ, stage ``state``."""
+        def latest() -> dict[str, Any] | None:
+            docs = fold.documents() if fold is not None else []
+            return docs[-1] if docs else None
+
+        self._unwritten("job", key, message, latest, exc)
+
+    def node(self, key: bytes, message: Any, fold: NodeFold | None, exc: Exception) -> None:
+        """A node whose state cannot be written (over its budget, a bug, or the worker
+        died writing it: ``fold`` None): its document to the DLQ, stage ``state``."""
+        self._unwritten("node", key, message,
+                        lambda: fold.document() if fold is not None else None, exc)
+
+    def _unwritten(self, what: str, key: bytes, message: Any,
+                   latest: Callable[[], dict[str, Any] | None], exc: Exception) -> None:
         if isinstance(exc, Rejected):
             rejected = exc
-            logger.error("job state of %s: %s; to %s", key.decode(errors="replace"),
+            logger.error("%s state of %s: %s; to %s", what, key.decode(errors="replace"),
                          exc.error, self.topic)
         elif isinstance(exc, StateTooLarge):
             rejected = Rejected("state-too-large", str(exc))
-            logger.warning("job state of %s cannot be kept, to %s: %s",
+            logger.warning("%s state of %s cannot be kept, to %s: %s", what,
                            key.decode(errors="replace"), self.topic, exc)
         else:
             rejected = Rejected("internal-error", f"{type(exc).__name__}: {exc}")
-            logger.error("job state of %s failed, to %s", key.decode(errors="replace"),
+            logger.error("%s state of %s failed, to %s", what, key.decode(errors="replace"),
                          self.topic, exc_info=exc)
         value = None
         try:
-            docs = fold.documents() if fold is not None else []
-            value = dumps(docs[-1]) if docs else None
+            doc = latest()
+            value = dumps(doc) if doc is not None else None
         except Exception:  # noqa: BLE001 - the record says why; the fold may be what fails
             logger.debug("no document of %s for its DLQ record", key, exc_info=True)
         self.outputs.send(self.topic, key, value, dlq_headers(message, rejected,
                                                               stage="state"))
         DLQ_RECORDS.labels("state", rejected.reason).inc()
 
-    def state(self, key: bytes, message: Any, doc: dict[str, Any], exc: ParseError) -> None:
-        """A job state the state topic's schema cannot hold (a value beyond its types, from
-        events admitted before the check that refuses them): to the DLQ as JSON; the job's
+    def state(self, key: bytes, message: Any, doc: dict[str, Any], exc: ParseError,
+              what: str = "job") -> None:
+        """A job (or node) state its topic's schema cannot hold (a value beyond its types,
+        from events admitted before the check that refuses them): to the DLQ as JSON; the
         later states are judged again."""
-        logger.warning("job state of %s cannot be written, to %s: %s",
+        logger.warning("%s state of %s cannot be written, to %s: %s", what,
                        key.decode(errors="replace"), self.topic, exc.message)
         self.outputs.send(self.topic, key, dumps(doc),
                           dlq_headers(message, Rejected(exc.reason, exc.message), stage="state"))

@@ -1,5 +1,6 @@
 """What the jobs stage emits: each event to ``hpc.jobs.events`` as it is folded, each
-document of a job's state to ``hpc.jobs.state`` at the batch's end (node samples to
+document of a job's state to ``hpc.jobs.state`` and each changed node's document to
+``hpc.nodes.state`` at the batch's end (node samples to
 ``hpc.jobs.events`` thinned to ``worker.usage_series_s``, the site's bound on the usage
 series); both enriched
 (:mod:`pipeline.core.enrich`), anonymized (:mod:`pipeline.core.anonymize`) and encoded
@@ -9,6 +10,9 @@ An event's free text is anonymized with every identity its job's events state, s
 job's fold is asked for only when the anonymizer is active. A job state over
 ``worker.max_event_bytes``, or one the state topic's schema cannot hold, goes to the DLQ
 (:meth:`agents.dead_letters.DeadLetters.state`) and the job's other documents go on.
+A node document is anonymized by the policy of a job's ``user`` (its ``reason_by``), and
+encoded with the ``NodeState`` schema, framed as a job state is; one it cannot hold goes
+to the DLQ the same way.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pipeline.core.anonymize import IDENTITY_FIELDS, Anonymizer
 from pipeline.core.enrich import Enricher
 from pipeline.core.model import JobEvent
 from pipeline.fold import JobFold
+from pipeline.fold.node_state import NodeFold
 from pipeline.fold.usage import USAGE_EVENT, keeps_point
 from pipeline.runtime.errors import ParseError
 
@@ -33,11 +38,11 @@ class Emitter:
     """Sends a job's events and states to ``events`` and ``state`` (module docstring)."""
 
     def __init__(self, wire: Wire, enricher: Enricher, anonymizer: Anonymizer,
-                 outputs: Sender, dead: DeadLetters, *, events: str, state: str,
+                 outputs: Sender, dead: DeadLetters, *, events: str, state: str, nodes: str,
                  max_bytes: int, usage_series_s: float = 0.0) -> None:
         self.wire, self.enricher, self.anonymizer = wire, enricher, anonymizer
         self.outputs, self.dead = outputs, dead
-        self.events, self.state, self.max_bytes = events, state, max_bytes
+        self.events, self.state, self.nodes, self.max_bytes = events, state, nodes, max_bytes
         self.usage_series_s = usage_series_s
 
     def event(self, key: bytes, ev: JobEvent, job: Callable[[bytes], JobFold]) -> None:
@@ -70,6 +75,24 @@ class Emitter:
             sent += 1
             written = doc
         return sent, written
+
+    def node_state(self, key: bytes, message: Any, fold: NodeFold) -> int:
+        """The node's document (``message``: the node's last record read, for a DLQ
+        record); the number sent (0 or 1)."""
+        doc = fold.document()
+        if doc is None:
+            return 0
+        doc = self.anonymizer.node_document(doc)
+        try:
+            value = self.wire.encode_node_state(doc)
+            if len(value) > self.max_bytes:
+                raise ParseError("too-large", f"the node state is {len(value)} bytes, over "
+                                              f"worker.max_event_bytes ({self.max_bytes})")
+        except ParseError as exc:
+            self.dead.state(key, message, doc, exc, what="node")
+            return 0
+        self.outputs.send(self.nodes, key, value)
+        return 1
 
     def _identities(self, fold: JobFold) -> set[tuple[str, Any]]:
         """(field, value) of every identity a job's events state (enriched), for the

@@ -1,5 +1,6 @@
 """The jobs stage: raw records (and re-keyed events) -> per-job state table -> canonical
-events and job states out, in one hop.
+events and job states out, in one hop; and the nodes' records the same way -> per-node
+state table -> node states out.
 
 **One hop.** Every jobstream producer keys a raw record by its job (``cluster:job_id``)
 and partitions it with murmur2, as Faust partitions the table: such a record is already
@@ -33,6 +34,17 @@ table entry written again: after a crash the table (RocksDB, written at once) ca
 of the outputs and of its own changelog (confirmed at the batch's end), and re-emitting is
 what makes them catch up. The sink is idempotent (events by id, states by revision).
 
+**Nodes.** A node format's record (:data:`pipeline.parsers.NODE_FORMATS`) gives node
+events, keyed ``cluster:node``: each takes the jobs' path (the same batch, the same
+routing: folded where it is read when the record is in its node's table partition, else
+re-keyed through the canonical topic in a wrapper, :func:`agents.canonical.encode_node_event`)
+into the node's :class:`~pipeline.fold.node_state.NodeFold`, kept in the ``nodes`` table
+(:class:`agents.states.NodeStates`). At the batch's end each node folded in it has its
+table entry written and its document sent to ``hpc.nodes.state`` (keyed ``cluster:node``;
+a duplicate rewrites both, as a job's), before the records are acknowledged; a node whose
+state cannot be written goes to the DLQ like a job's, and the crash guard knows it as
+``node <key>``. Node events are not job events: none goes to ``hpc.jobs.events``.
+
 Timers: queue snapshots of this worker's partitions every ``worker.snapshot_interval_s``,
 and the expiry of finished jobs after ``worker.done_grace_s`` (a control message through
 the canonical topic, since a table may only change inside its stream).
@@ -60,7 +72,7 @@ from typing import Any
 
 from agents.active_jobs import ActiveJobs
 from agents.batch import BEHIND_RECORDS, STATE_BATCH, STATE_FLUSH_S, Batch, BatchCounters
-from agents.canonical import RecentIds, Rejected, canonical_events
+from agents.canonical import Event, RecentIds, Rejected, canonical_events, decode_item
 from agents.context import Sender, WorkerContext
 from agents.dead_letters import DeadLetters
 from agents.emit import Emitter
@@ -68,13 +80,15 @@ from agents.faust_patches import reset_current_event, set_current_event
 from agents.intake import Intake, acknowledge
 from agents.job_timers import JobTimers
 from agents.routing import ConsumerView, Home, KafkaView
-from agents.states import JobStates
-from pipeline.codecs.wire import EXPIRE, Wire, decode_canonical
+from agents.states import JobStates, NodeStates
+from pipeline.codecs.wire import EXPIRE, Wire
 from pipeline.core.anonymize import Anonymizer
 from pipeline.core.enrich import Enricher
 from pipeline.core.model import JobEvent
+from pipeline.core.nodes import NodeEvent
 from pipeline.core.snapshots import summarize
 from pipeline.fold import JobFold
+from pipeline.fold.node_state import NodeFold
 from pipeline.kafka.topics import canonical_topic
 from pipeline.runtime.config import Config
 from pipeline.runtime.crashguard import CrashGuard
@@ -107,9 +121,11 @@ class JobsStage:
     """Folds a worker's records into its jobs' states, in batches (module docstring)."""
 
     def __init__(self, cfg: Config, *, wire: Wire, enricher: Enricher, anonymizer: Anonymizer,
-                 outputs: Sender, kafka: KafkaView, states: JobStates, active: ActiveJobs,
-                 acknowledge: Callable[[Any], None], guard: CrashGuard | None = None) -> None:
+                 outputs: Sender, kafka: KafkaView, states: JobStates, nodes: NodeStates,
+                 active: ActiveJobs, acknowledge: Callable[[Any], None],
+                 guard: CrashGuard | None = None) -> None:
         self.outputs, self.states, self.active, self.kafka = outputs, states, active, kafka
+        self.nodes = nodes
         #: where this worker is in its records, for the next run if it dies there (a guard
         #: in memory only when none is given: tests, the bench)
         self.guard = guard or CrashGuard(None, innocent=(ServiceError,))
@@ -126,10 +142,11 @@ class JobsStage:
         self.dead = DeadLetters(outputs, self.topics.dlq)
         self.emit = Emitter(wire, enricher, anonymizer, outputs, self.dead,
                             events=self.topics.events, state=self.topics.state,
-                            max_bytes=self.max_bytes,
+                            nodes=self.topics.nodes, max_bytes=self.max_bytes,
                             usage_series_s=cfg.worker.usage_series_s)
         self.counters = BatchCounters(
-            self.raw, (self.topics.events, self.topics.state, self.canonical))
+            self.raw, (self.topics.events, self.topics.state, self.topics.nodes,
+                       self.canonical))
         self._flushing = asyncio.Lock()
         self._last_event = LastEventTime()
 
@@ -147,10 +164,10 @@ class JobsStage:
                 if message.topic == self.raw:
                     self._take_raw(message)
                 else:
-                    item = decode_canonical(message.value)
+                    item = decode_item(message.value)
                     if item == EXPIRE:
                         return self._expire(message.key, message)
-                    assert isinstance(item, JobEvent)
+                    assert isinstance(item, JobEvent | NodeEvent)
                     self._fold(message.key, message, item)
         self.batch.took(message)
         if self.batch.events >= STATE_BATCH:
@@ -172,8 +189,8 @@ class JobsStage:
         return waiting > BEHIND_RECORDS
 
     async def flush(self) -> None:
-        """Write the batch: each job's table entry and states, every output confirmed,
-        then its records acknowledged."""
+        """Write the batch: each job's and node's table entry and states, every output
+        confirmed, then its records acknowledged."""
         async with self._flushing:
             batch, self.batch = self.batch, Batch()
             if not batch.records:
@@ -196,9 +213,11 @@ class JobsStage:
                 except Exception as exc:  # noqa: BLE001 - one job's failure must not stop all
                     self._dead_job(key, message, fold, exc)
             batch.sent[self.topics.state] += sent
+            batch.sent[self.topics.nodes] += self._write_nodes(batch)
             self.counters.count(batch)
             await self.outputs.flush()
             self.states.flushed()
+            self.nodes.flushed()
             for message in batch.records:
                 self.acknowledge(message)
 
@@ -210,6 +229,36 @@ class JobsStage:
         if written is not None:
             self.active.update(key, message.partition, summarize(written), now)
         return sent
+
+    def _write_nodes(self, batch: Batch) -> int:
+        """Each node's table entry and document; the number of documents sent. A node
+        that cannot be written goes to the DLQ (:meth:`_dead_node`), the others go on."""
+        sent = 0
+        guard = self.guard
+        for key, (message, fold) in batch.nodes.items():
+            coord = "node " + key.decode(errors="replace")
+            if guard.poisoned(coord):
+                self._dead_node(key, message, None, Rejected(
+                    "crashed-worker", f"the worker died while writing this node's state "
+                    f"in each of its last {guard.threshold} runs"))
+                continue
+            try:
+                with guard.handling(coord):
+                    with as_current(message):
+                        self.nodes.put(key, fold)
+                    sent += self.emit.node_state(key, message, fold)
+            except ServiceError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one node's failure must not stop all
+                self._dead_node(key, message, fold, exc)
+        return sent
+
+    def _dead_node(self, key: bytes, message: Any, fold: NodeFold | None,
+                   exc: Exception) -> None:
+        """A node whose state cannot be written: to the DLQ, and it goes on from its last
+        state written (as a job does, :meth:`_dead_job`)."""
+        self.nodes.forget(key)
+        self.dead.node(key, message, fold, exc)
 
     def _dead_job(self, key: bytes, message: Any, fold: JobFold | None,
                   exc: Exception) -> None:
@@ -236,7 +285,7 @@ class JobsStage:
                 self.outputs.send(self.canonical, key, data)
                 self.batch.sent[self.canonical] += 1
 
-    def _events(self, message: Any) -> list[tuple[JobEvent, bytes]] | None:
+    def _events(self, message: Any) -> list[tuple[Event, bytes]] | None:
         """A raw record's events with their encoding (None: the record is bad, and went to
         the DLQ); each bad job of a multi-job record to the DLQ, its neighbours go on."""
         try:
@@ -248,12 +297,15 @@ class JobsStage:
             self.dead.part(message, part)
         return events
 
-    def _fold(self, key: bytes, message: Any, ev: JobEvent) -> None:
-        """Fold one event and emit it; an event that fails (a bug, a value the events
-        topic's schema cannot hold) goes to the DLQ as its canonical JSON, stage ``fold``,
-        and the record's other events go on."""
+    def _fold(self, key: bytes, message: Any, ev: Event) -> None:
+        """Fold one event (a job's, emitted; or a node's); an event that fails (a bug, a
+        value the events topic's schema cannot hold) goes to the DLQ as its canonical
+        JSON, stage ``fold``, and the record's other events go on."""
         try:
-            self._fold_one(key, message, ev)
+            if isinstance(ev, NodeEvent):
+                self._fold_node(key, message, ev)
+            else:
+                self._fold_one(key, message, ev)
         except ServiceError:
             raise
         except Exception as exc:  # noqa: BLE001 - one event's failure must not stop all
@@ -268,6 +320,17 @@ class JobsStage:
         self.emit.event(key, ev, self._job)
         self.batch.sent[self.topics.events] += 1
         self._last_event.saw(ev.cluster, ev.timestamp)
+
+    def _fold_node(self, key: bytes, message: Any, ev: NodeEvent) -> None:
+        entry = self.batch.nodes.get(key)
+        fold = entry[1] if entry is not None else self.nodes.get(key)
+        if fold is None:
+            fold = NodeFold()
+        fold.add(ev)
+        # a copy too: its entry and document are written again (module docstring)
+        self.batch.nodes[key] = (message, fold)
+        self.batch.events += 1
+        self.batch.folded[ev.cluster] += 1
 
     def _job(self, key: bytes) -> JobFold:
         """The job's fold as this batch left it (its table entry is written at the end of
@@ -299,12 +362,13 @@ def register(context: WorkerContext) -> None:
     subscribes its topics, the task that ends its batches and its timers."""
     app, cfg = context.app, context.cfg
     states = JobStates(context.jobs, max_bytes=cfg.worker.max_state_bytes)
+    nodes = NodeStates(context.nodes, max_bytes=cfg.worker.max_state_bytes)
     active = ActiveJobs()
     raw, canonical = context.raw.get_topic_name(), context.canonical.get_topic_name()
     guard = CrashGuard.claim(Path(app.conf.datadir), "jobs-stage", innocent=(ServiceError,))
     stage = JobsStage(cfg, wire=context.wire, enricher=context.enricher,
                       anonymizer=context.anonymizer, outputs=context.outputs,
-                      kafka=ConsumerView(app), states=states, active=active,
+                      kafka=ConsumerView(app), states=states, nodes=nodes, active=active,
                       acknowledge=partial(acknowledge, app), guard=guard)
     Intake(app, {raw, canonical}, stage).install()
     timers = JobTimers(context, active, stage.canonical)
@@ -312,10 +376,12 @@ def register(context: WorkerContext) -> None:
     @app.on_partitions_revoked.connect
     async def forget_revoked(app: Any, revoked: Any, **kwargs: Any) -> None:
         states.clear()
+        nodes.clear()
 
     @app.on_partitions_assigned.connect
     async def forget_assigned(app: Any, assigned: Any, **kwargs: Any) -> None:
         states.clear()
+        nodes.clear()
 
     # subscribes the topics; their records go to the stage by the intake, not this stream
     @app.agent(app.topic(raw, canonical, key_serializer="raw", value_serializer="raw"),

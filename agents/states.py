@@ -1,4 +1,4 @@
-"""The job-state table seen through a bounded cache of live folds.
+"""The job-state and node-state tables seen through bounded caches of live folds.
 
 Reading a job's state from the table costs a RocksDB read, a JSON decode and a
 ``JobFold.from_dict`` on every event, while most events belong to a job seen moments ago
@@ -12,19 +12,27 @@ Table values are the JSON bytes of ``JobFold.to_dict()`` (``JobFold.to_json()``,
 event encoded once): the table's serializer is ``raw`` (with Faust's ``json`` a dict is
 encoded twice, for the store and for the changelog). The bytes are the JSON Faust's
 serializer wrote before, so a store or changelog of an earlier version reads the same.
+
+The node table (:class:`NodeStates`) is read the same way: its values are the JSON of
+:meth:`pipeline.fold.node_state.NodeFold.to_json`.
 """
 
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Mapping, MutableMapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from agents.table import JobsTable
 from pipeline.fold import JobFold, StateTooLarge
+from pipeline.fold.node_state import NodeFold
 
-__all__ = ["FOLD_CACHE_SIZE", "MAX_STATE_BYTES", "JobStates", "decode_state", "encode_state"]
+__all__ = ["FOLD_CACHE_SIZE", "MAX_STATE_BYTES", "JobStates", "NodeStates", "decode_state",
+           "encode_state"]
+
+F = TypeVar("F")
 
 #: a job state's budget when none is given (``worker.max_state_bytes``' default)
 MAX_STATE_BYTES = 512 * 1024
@@ -48,19 +56,27 @@ def decode_state(value: bytes | str | Mapping[str, Any] | None) -> dict[str, Any
     return dict(json.loads(value))
 
 
-class JobStates:
-    """Job key -> JobFold, through a bounded LRU of folds, writing through to ``table``."""
+class _States(ABC, Generic[F]):
+    """Key -> fold, through a bounded LRU of folds, writing through to ``table``."""
 
     def __init__(self, table: MutableMapping[bytes, Any],
                  capacity: int = FOLD_CACHE_SIZE, max_bytes: int = MAX_STATE_BYTES) -> None:
         self.table = table
         self.capacity = capacity
         self.max_bytes = max_bytes
-        self._folds: OrderedDict[bytes, JobFold] = OrderedDict()
+        self._folds: OrderedDict[bytes, F] = OrderedDict()
         self.hits = self.misses = 0
 
-    def get(self, key: bytes) -> JobFold | None:
-        """The job's fold, None if the table has no state for it."""
+    @abstractmethod
+    def _load(self, state: dict[str, Any]) -> F:
+        """A table value's state dict -> its fold."""
+
+    @abstractmethod
+    def _encode(self, fold: F) -> bytes:
+        """A fold -> its table value, within ``max_bytes`` (else StateTooLarge)."""
+
+    def get(self, key: bytes) -> F | None:
+        """The key's fold, None if the table has no state for it."""
         fold = self._folds.get(key)
         if fold is not None:
             self.hits += 1
@@ -70,16 +86,16 @@ class JobStates:
         state = decode_state(self.table.get(key))
         if state is None:
             return None
-        fold = JobFold.from_dict(state)
+        fold = self._load(state)
         self._remember(key, fold)
         return fold
 
-    def put(self, key: bytes, fold: JobFold) -> None:
-        """Write the job's state (always: see agents/jobs.py). A state that cannot fit
-        its budget (:class:`~pipeline.fold.StateTooLarge`) is not written, and its fold is
-        forgotten: the job goes on from its last state written."""
+    def put(self, key: bytes, fold: F) -> None:
+        """Write the state (always: see agents/jobs.py). A state that cannot fit its
+        budget (:class:`~pipeline.fold.StateTooLarge`) is not written, and its fold is
+        forgotten: the key goes on from its last state written."""
         try:
-            value = encode_state(fold, self.max_bytes)
+            value = self._encode(fold)
         except StateTooLarge:
             self._folds.pop(key, None)
             raise
@@ -87,13 +103,13 @@ class JobStates:
         self._remember(key, fold)
 
     def flushed(self) -> None:
-        """The outputs' flush confirmed every change so far: the jobs table keeps the
-        offsets its changelog reached (agents.table)."""
+        """The outputs' flush confirmed every change so far: the table keeps the offsets
+        its changelog reached (agents.table)."""
         if isinstance(self.table, JobsTable):
             self.table.persist_offsets()
 
     def forget(self, key: bytes) -> None:
-        """Drop the job's fold from memory: its next event starts from the table."""
+        """Drop the key's fold from memory: its next event starts from the table."""
         self._folds.pop(key, None)
 
     def delete(self, key: bytes) -> None:
@@ -105,8 +121,29 @@ class JobStates:
         """Forget every fold (partitions moved: the table may have changed under us)."""
         self._folds.clear()
 
-    def _remember(self, key: bytes, fold: JobFold) -> None:
+    def _remember(self, key: bytes, fold: F) -> None:
         self._folds[key] = fold
         self._folds.move_to_end(key)
         if len(self._folds) > self.capacity:
             self._folds.popitem(last=False)
+
+
+class JobStates(_States[JobFold]):
+    """Job key -> JobFold, over the jobs table."""
+
+    def _load(self, state: dict[str, Any]) -> JobFold:
+        return JobFold.from_dict(state)
+
+    def _encode(self, fold: JobFold) -> bytes:
+        return encode_state(fold, self.max_bytes)
+
+
+class NodeStates(_States[NodeFold]):
+    """Node key (``cluster:node``) -> NodeFold, over the nodes table: values are the JSON
+    of :meth:`NodeFold.to_json`, within the same budget as a job's."""
+
+    def _load(self, state: dict[str, Any]) -> NodeFold:
+        return NodeFold.from_dict(state)
+
+    def _encode(self, fold: NodeFold) -> bytes:
+        return fold.fit(self.max_bytes)

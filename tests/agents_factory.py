@@ -18,7 +18,7 @@ from agents.active_jobs import ActiveJobs
 from agents.context import Sender
 from agents.jobs import JobsStage
 from agents.routing import KafkaView, OfflineKafka
-from agents.states import JobStates
+from agents.states import JobStates, NodeStates
 from pipeline.codecs.wire import Wire
 from pipeline.core.anonymize import Anonymizer
 from pipeline.core.enrich import Enricher
@@ -82,22 +82,26 @@ def canonical(cfg: Config) -> str:
 def jobs_stage(cfg: Config | None = None, *, wire: Wire | None = None,
                outputs: Sender | None = None,
                table: MutableMapping[bytes, Any] | None = None,
-               states: JobStates | None = None, kafka: KafkaView | None = None,
+               states: JobStates | None = None, nodes: NodeStates | None = None,
+               kafka: KafkaView | None = None,
                acknowledge: Callable[[Any], None] | None = None,
                guard: CrashGuard | None = None) -> JobsStage:
     """A jobs stage of ``cfg`` (the defaults: :class:`Config`'s), with ``wire`` (a new one:
     50 ms to make, so a test that makes many stages passes its own), over ``outputs`` (a new
     :class:`RecordedOutputs`: ``stage.outputs``), its states in ``states`` or over
-    ``table`` (a new dict), every topic of ``kafka.partitions`` partitions unless ``kafka``
-    is given, acknowledging into ``acknowledge`` (nowhere)."""
+    ``table`` (a new dict), its node states in ``nodes`` (over a new dict), every topic of
+    ``kafka.partitions`` partitions unless ``kafka`` is given, acknowledging into
+    ``acknowledge`` (nowhere)."""
     cfg = cfg or Config()
     if states is None:
         states = JobStates({} if table is None else table,
                            max_bytes=cfg.worker.max_state_bytes)
+    if nodes is None:
+        nodes = NodeStates({}, max_bytes=cfg.worker.max_state_bytes)
     return JobsStage(
         cfg, wire=wire or Wire(cfg), enricher=enricher(cfg), anonymizer=anonymizer(cfg),
         outputs=outputs if outputs is not None else RecordedOutputs(),
         kafka=kafka if kafka is not None else OfflineKafka(cfg.kafka.partitions),
-        states=states, active=ActiveJobs(),
+        states=states, nodes=nodes, active=ActiveJobs(),
         acknowledge=acknowledge if acknowledge is not None else (lambda message: None),
         guard=guard)

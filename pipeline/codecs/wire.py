@@ -100,3 +100,8 @@ class Wire:
 
     def encode_snapshot(self, snap: Mapping[str, Any]) -> bytes:
         return self.codecs["snapshots"].encode(snap)
+
+    def encode_node_state(self, doc: Mapping[str, Any]) -> bytes:
+        """A node document (:mod:`pipeline.fold.nodes`, after anonymization) -> Avro bytes
+        of ``NodeState``, framed as the job states are."""
+        return self.codecs["nodes"].encode(doc)

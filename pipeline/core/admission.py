@@ -42,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline.core.model import JobEvent, RawRecord
+from pipeline.core.nodes import NodeEvent
 from pipeline.runtime.errors import ParseError
 
 __all__ = ["FUTURE_TOLERANCE_S", "MAX_CONTEXT_DEPTH", "MAX_EPOCH_S", "TIME_FACTS", "admit",
@@ -79,21 +80,26 @@ def check_received_at(raw: RawRecord) -> None:
                          f"known; at most {MAX_EPOCH_S:.0f}, the year 5138)")
 
 
-def admit(raw: RawRecord, events: Sequence[JobEvent]) -> None:
-    """Raise ParseError if the stream must not take ``events`` (parsed from ``raw``)."""
+def _subject(ev: JobEvent | NodeEvent) -> str:
+    return f"job {ev.job_id}" if isinstance(ev, JobEvent) else f"node {ev.key}"
+
+
+def admit(raw: RawRecord, events: Sequence[JobEvent | NodeEvent]) -> None:
+    """Raise ParseError if the stream must not take ``events`` (parsed from ``raw``; a node
+    format's are node events, which state no facts, judged by the same rules)."""
     limit = raw.received_at + FUTURE_TOLERANCE_S if raw.received_at > 0 else None
     for ev in events:
         if limit is not None and ev.timestamp > limit \
                 and (ev.scheduler, ev.event) not in _PLANNED:
-            raise ParseError("future-timestamp", f"event {ev.event} of job {ev.job_id} is "
+            raise ParseError("future-timestamp", f"event {ev.event} of {_subject(ev)} is "
                              f"dated {ev.timestamp:.0f}, {ev.timestamp - raw.received_at:.0f} s "
                              f"after the record was received ({raw.received_at:.0f}); more "
                              f"than {FUTURE_TOLERANCE_S:.0f} s ahead is a broken clock")
         if ev.timestamp > MAX_EPOCH_S:
-            raise ParseError("future-timestamp", f"event {ev.event} of job {ev.job_id} is "
+            raise ParseError("future-timestamp", f"event {ev.event} of {_subject(ev)} is "
                              f"dated {ev.timestamp:.0f}, after {MAX_EPOCH_S:.0f} (the year "
                              "5138): not a time")
-        facts = ev.facts
+        facts = ev.facts if isinstance(ev, JobEvent) else {}
         for name in TIME_FACTS:
             t = facts.get(name)
             if t is not None and t > MAX_EPOCH_S:
@@ -101,7 +107,7 @@ def admit(raw: RawRecord, events: Sequence[JobEvent]) -> None:
                                  f"states {name} {_shown(t)}, after {MAX_EPOCH_S:.0f} (the "
                                  "year 5138): not a time")
         if ev.context and _depth(ev.context, MAX_CONTEXT_DEPTH + 1) > MAX_CONTEXT_DEPTH:
-            raise ParseError("too-deep", f"event {ev.event} of job {ev.job_id}: context "
+            raise ParseError("too-deep", f"event {ev.event} of {_subject(ev)}: context "
                              f"nested deeper than {MAX_CONTEXT_DEPTH} levels")
 
 

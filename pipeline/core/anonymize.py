@@ -116,6 +116,19 @@ class Anonymizer:
             out["user_annotations"] = self._scrub(out["user_annotations"], replacements)
         return out
 
+    def node_document(self, doc: Mapping[str, Any]) -> dict[str, Any]:
+        """A node document under the policy: ``reason_by`` names a user, so the ``user``
+        field's policy applies to it, and its name is scrubbed from the free-text
+        ``reason`` as from an event's context."""
+        out = dict(doc)
+        if "user" not in self.policy or out.get("reason_by") is None:
+            return out
+        user, replacements = self._fields({"user": out["reason_by"]})
+        out["reason_by"] = user.get("user")
+        if out.get("reason"):
+            out["reason"] = self._scrub(out["reason"], replacements)
+        return out
+
     def event(self, event: Mapping[str, Any],
               known: Iterable[tuple[str, Any]] = ()) -> dict[str, Any]:
         """An event dict (``JobEvent.to_dict`` shape) under the policy, private data removed.

@@ -52,6 +52,9 @@ the current one up to ``updated_at``, the time of the newest event (never the wa
 so a fold is reproducible; add ``now - updated_at`` for the current state's time so far).
 ``revision`` is the number of distinct events folded: it only grows as events arrive, the
 same for any order, so the sink's external version check holds, as the job fold's does.
+``events_dropped`` is always 0 here, where every event is at hand: the worker's bounded
+fold (:mod:`pipeline.fold.node_state`) counts there the events it could not fold in order.
+:class:`NodeFolder` is step 3 on its own, which that fold saves and carries on.
 
 May import: ``pipeline.core``, ``pipeline.runtime`` and the standard library.
 """
@@ -60,12 +63,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pipeline.core.nodes import SLURM_BASE_STATES, NodeEvent, node_key
 
-__all__ = ["DOC_FIELDS", "STATES", "fold_nodes", "node_doc_id", "slurm_state"]
+__all__ = ["DOC_FIELDS", "STATES", "NodeFolder", "event_order", "fold_nodes", "node_doc_id",
+           "preferred", "slurm_state"]
 
 #: the node states, in the order a host of several ranks shows the worst of them
 STATES: tuple[str, ...] = ("draining", "drained", "down", "off", "unresponsive", "up",
@@ -73,7 +77,7 @@ STATES: tuple[str, ...] = ("draining", "drained", "down", "off", "unresponsive",
 DOC_FIELDS: tuple[str, ...] = (
     "cluster", "scheduler", "node", "state", "scheduler_state", "drained", "responding",
     "allocated", "reason", "reason_by", "reason_at", "since", "state_s", "partitions",
-    "revision", "updated_at",
+    "events_dropped", "revision", "updated_at",
 )
 #: events sorted before others stated at the same time: a restart resets a rank first
 _FIRST = {"restart": 0, "truncate": 0, "resource-define": 1}
@@ -278,18 +282,24 @@ def _canonical(ev: NodeEvent) -> str:
     return _ENCODER.encode(ev.to_dict())
 
 
+def preferred(new: NodeEvent, old: NodeEvent) -> bool:
+    """Whether ``new`` is the copy of an id kept over ``old`` (module docstring, 1.)."""
+    return (new.timestamp, _canonical(new)) < (old.timestamp, _canonical(old))
+
+
 def _dedup(events: Iterable[NodeEvent]) -> dict[str, dict[str, NodeEvent]]:
     """Distinct events by node key, then by id (copies that differ: the earliest)."""
     nodes: dict[str, dict[str, NodeEvent]] = {}
     for ev in events:
         seen = nodes.setdefault(ev.key, {})
         old = seen.get(ev.event_id)
-        if old is None or (ev.timestamp, _canonical(ev)) < (old.timestamp, _canonical(old)):
+        if old is None or preferred(ev, old):
             seen[ev.event_id] = ev
     return nodes
 
 
-def _order(ev: NodeEvent) -> tuple[float, int, str]:
+def event_order(ev: NodeEvent) -> tuple[float, int, str]:
+    """The fold's order of a node's events (module docstring, 2.)."""
     return ev.timestamp, _FIRST.get(ev.event, 2), ev.event_id
 
 
@@ -297,33 +307,93 @@ def _ms(t: float | None) -> int | None:
     return None if t is None else round(t * 1000)
 
 
-def _document(events: list[NodeEvent]) -> dict[str, Any]:
-    node = _Node()
-    state_s = dict.fromkeys(STATES, 0.0)
-    view: dict[str, Any] = {}
-    since = 0.0
-    at: float | None = None  # the newest event's time so far
-    for ev in sorted(events, key=_order):
+class NodeFolder:
+    """One node's events applied one by one in :func:`event_order` (module docstring, 3.):
+    what the document is made of, kept as it goes so that it can be saved and carried on
+    (:mod:`pipeline.fold.node_state` keeps one for the events it no longer holds)."""
+
+    __slots__ = ("at", "count", "ident", "node", "since", "state_s", "view")
+
+    def __init__(self) -> None:
+        self.node = _Node()
+        self.state_s = dict.fromkeys(STATES, 0.0)
+        self.view: dict[str, Any] = {}
+        self.since = 0.0
+        self.at: float | None = None  # the newest event's time so far
+        self.count = 0
+        self.ident: tuple[str, str, str] | None = None  # cluster, scheduler, node
+
+    def apply(self, ev: NodeEvent) -> None:
+        """Fold ``ev``, which sorts after every event applied so far."""
+        node = self.node
         before = node.slurm
         node.apply(ev)
-        t = _effective(ev, before, at)
+        t = _effective(ev, before, self.at)
         new = node.view()
-        if not view:
-            since = t
-        elif new["state"] != view["state"]:
-            state_s[view["state"]] += t - since
-            since = t
-        view, at = new, ev.timestamp
-    assert at is not None
-    state_s[view["state"]] += at - since
-    last = max(events, key=_order)
-    doc = {
-        "cluster": last.cluster, "scheduler": last.scheduler, "node": last.node,
-        **view, "reason_at": _ms(view["reason_at"]), "since": _ms(since),
-        "state_s": {k: round(v, 6) for k, v in state_s.items()},
-        "revision": len(events), "updated_at": _ms(at),
-    }
-    return {name: doc[name] for name in DOC_FIELDS}  # the schema's order
+        if not self.view:
+            self.since = t
+        elif new["state"] != self.view["state"]:
+            self.state_s[self.view["state"]] += t - self.since
+            self.since = t
+        self.view, self.at = new, ev.timestamp
+        self.count += 1
+        self.ident = (ev.cluster, ev.scheduler, ev.node)
+
+    def document(self, *, revision: int | None = None, events_dropped: int = 0
+                 ) -> dict[str, Any]:
+        """The node document of the events applied (at least one); ``revision``: the
+        number of distinct events, if more were seen than applied."""
+        assert self.at is not None and self.ident is not None, "no event applied"
+        view = self.view
+        state_s = dict(self.state_s)
+        state_s[view["state"]] += self.at - self.since
+        cluster, scheduler, name = self.ident
+        doc = {
+            "cluster": cluster, "scheduler": scheduler, "node": name,
+            **view, "reason_at": _ms(view["reason_at"]), "since": _ms(self.since),
+            "state_s": {k: round(v, 6) for k, v in state_s.items()},
+            "events_dropped": events_dropped,
+            "revision": self.count if revision is None else revision,
+            "updated_at": _ms(self.at),
+        }
+        return {name: doc[name] for name in DOC_FIELDS}  # the schema's order
+
+    def copy(self) -> NodeFolder:
+        return NodeFolder.from_dict(self.to_dict())
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the folder (:meth:`from_dict` reads it back)."""
+        node = self.node
+        return {
+            "ranks": [[key, asdict(r)] for key, r in sorted(node.ranks.items())],
+            "jobs": sorted(node.jobs), "jobs_known": node.jobs_known,
+            "slurm": None if node.slurm is None else asdict(node.slurm),
+            "scheduler": node.scheduler, "state_s": dict(self.state_s),
+            "view": dict(self.view), "since": self.since, "at": self.at,
+            "count": self.count, "ident": None if self.ident is None else list(self.ident),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NodeFolder:
+        folder = cls()
+        node = folder.node
+        node.ranks = {int(key): _Rank(**r) for key, r in d["ranks"]}
+        node.jobs, node.jobs_known = set(d["jobs"]), bool(d["jobs_known"])
+        node.slurm = None if d["slurm"] is None else _Slurm(**d["slurm"])
+        node.scheduler = d["scheduler"]
+        folder.state_s = {k: float(v) for k, v in d["state_s"].items()}
+        folder.view = dict(d["view"])
+        folder.since, folder.at, folder.count = float(d["since"]), d["at"], int(d["count"])
+        ident = d["ident"]
+        folder.ident = None if ident is None else (ident[0], ident[1], ident[2])
+        return folder
+
+
+def _document(events: list[NodeEvent]) -> dict[str, Any]:
+    folder = NodeFolder()
+    for ev in sorted(events, key=event_order):
+        folder.apply(ev)
+    return folder.document()
 
 
 def _effective(ev: NodeEvent, before: _Slurm | None, previous: float | None) -> float:

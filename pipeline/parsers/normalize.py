@@ -1,7 +1,9 @@
 """The normalize stage: one raw-topic record -> its canonical events (pure).
 
-Records of the node formats (``parsers.NODE_FORMATS``) are refused (``node-format``): their
-events are node events, which fold into node documents, not job states.
+Records of the node formats (``parsers.NODE_FORMATS``) give node events
+(:class:`pipeline.core.nodes.NodeEvent`), admitted by the same rules: the worker folds them
+into node documents in the same stage as the jobs' events (:mod:`agents.jobs`), each by
+its own type.
 
 A record of a multi-job format (``squeue``/``sacct --json``) is taken job by job
 (:func:`normalize_parts`): a job the parser or :mod:`pipeline.core.admission` refuses becomes a
@@ -23,7 +25,7 @@ from typing import Any, TypeVar, overload
 from pipeline.core.admission import admit, check_received_at
 from pipeline.core.jsontext import dumps
 from pipeline.core.model import JobEvent, RawRecord
-from pipeline.parsers import FORMATS, NODE_FORMATS, parse_parts
+from pipeline.parsers import FORMATS, parse_parts
 from pipeline.runtime.errors import ParseError, Refusal
 
 __all__ = ["RejectedPart", "normalize", "normalize_parts"]
@@ -51,9 +53,6 @@ class RejectedPart(Refusal):
 def _check(raw: RawRecord) -> None:
     if raw.format not in FORMATS:
         raise ParseError("unknown-format", f"raw record of unknown format {raw.format!r}")
-    if raw.format in NODE_FORMATS:  # NodeEvents: not a job's, never into a job state
-        raise ParseError("node-format", f"format {raw.format} tells about nodes: its events "
-                         "fold into node documents (pipeline.fold.nodes), not job states")
     scheduler = FORMATS[raw.format][0]
     if scheduler is None:  # a format of both: its payload names the scheduler
         if raw.scheduler not in ("flux", "slurm"):

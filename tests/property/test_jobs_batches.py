@@ -2,7 +2,9 @@
 order, batches ended at any point, the worker killed at any point and the unacknowledged
 records delivered again, some records in the wrong partition (re-keyed through the
 canonical topic and read back), duplicates. Whatever happens, the last job state emitted
-for every job and the table's folds equal the offline fold.
+for every job and the table's folds equal the offline fold; and likewise for the nodes of
+node records (Slurm polls) mixed in: the last node state emitted for every node and the
+nodes table's folds are fold_nodes' documents of all their events.
 
 The stage runs without Kafka: its collaborators are the table (a dict, as RocksDB keeps
 what was written before a kill), the outputs (kept in order, a flush confirms them) and
@@ -14,6 +16,7 @@ and tests/faults.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,11 +26,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.routing import job_partition
-from agents.states import JobStates, decode_state
+from agents.states import JobStates, NodeStates, decode_state
 from pipeline.codecs.codec import AvroCodec, raw_to_avro
 from pipeline.codecs.wire import Wire, fit_event
 from pipeline.core.model import RawRecord
+from pipeline.core.nodes import NodeEvent
 from pipeline.fold import JobFold, doc_id, fold
+from pipeline.fold.node_state import NodeFold
+from pipeline.fold.nodes import fold_nodes, node_doc_id
 from pipeline.parsers.normalize import normalize
 from pipeline.runtime.config import Config
 from pipeline.tooling.workload import Workload, WorkloadSpec
@@ -37,6 +43,7 @@ PARTITIONS = CFG.kafka.partitions
 RAW, CANONICAL = CFG.topics.raw, canonical(CFG)
 WIRE = Wire(CFG)
 STATE_CODEC = AvroCodec("JobState")
+NODE_CODEC = AvroCodec("NodeState")
 ENRICHER, ANONYMIZER = enricher(CFG), anonymizer(CFG)
 
 
@@ -105,10 +112,46 @@ def workload(seed: int, jobs: int) -> list[tuple[bytes, bytes]]:
         for r in Workload(spec).records()]
 
 
+#: a Slurm node's states over the polls, with the reason while drained or down
+NODE_STATES = [(["IDLE"], None), (["MIXED"], None), (["MIXED", "DRAIN"], "kernel update"),
+               (["IDLE", "DRAIN"], "bad DIMM"), (["DOWN", "NOT_RESPONDING"], "Not responding")]
+
+
+def node_polls(rng: random.Random, polls: int) -> list[tuple[bytes, bytes]]:
+    """``scontrol show nodes --json`` polls of three nodes, each keyed by one of them (its
+    other nodes' events are re-keyed), at one time or a later one."""
+    codec = AvroCodec("RawRecord")
+    out = []
+    t = 1_795_000_000
+    for _ in range(polls):
+        t += rng.choice([0, 1, 30])
+        nodes = []
+        for name in ("s0", "s1", "s2"):
+            states, reason = rng.choice(NODE_STATES)
+            nodes.append({"name": name, "state": states, "reason": reason or "",
+                          "reason_set_by_user": "root" if reason else None,
+                          "reason_changed_at": t - rng.choice([0, 5]) if reason else 0,
+                          "partitions": ["p"]})
+        payload = json.dumps({"last_update": t, "nodes": nodes}).encode()
+        key = f"c:{rng.choice(['s0', 's1', 's2'])}".encode()
+        out.append((key, codec.encode(raw_to_avro(RawRecord(
+            "c", "slurm", "slurm-nodes", float(t), payload, key.decode())))))
+    return out
+
+
+def _normalized(records: list[tuple[bytes, bytes]]) -> list[Any]:
+    return [ev for _, value in records for ev in normalize(WIRE.decode_raw(value))]
+
+
 def expected(records: list[tuple[bytes, bytes]]) -> dict[str, dict[str, Any]]:
-    events = [fit_event(ev, CFG.worker.max_event_bytes)[0]
-              for _, value in records for ev in normalize(WIRE.decode_raw(value))]
+    events = [fit_event(ev, CFG.worker.max_event_bytes)[0] for ev in _normalized(records)
+              if not isinstance(ev, NodeEvent)]
     return {doc_id(d): as_state(indexed(d)) for d in fold(events)}
+
+
+def expected_nodes(records: list[tuple[bytes, bytes]]) -> dict[str, dict[str, Any]]:
+    events = [ev for ev in _normalized(records) if isinstance(ev, NodeEvent)]
+    return {node_doc_id(d): NODE_CODEC.decode(NODE_CODEC.encode(d)) for d in fold_nodes(events)}
 
 
 def as_state(doc: dict[str, Any]) -> dict[str, Any]:
@@ -117,7 +160,7 @@ def as_state(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 async def run(records: list[tuple[bytes, bytes]], rng: random.Random, kills: int,
-              flush_every: float) -> tuple[Outputs, dict[bytes, bytes]]:
+              flush_every: float) -> tuple[Outputs, dict[bytes, bytes], dict[bytes, bytes]]:
     logs = {(t, p): Log() for t in (RAW, CANONICAL) for p in range(PARTITIONS)}
     for key, value in records:
         home = job_partition(key, PARTITIONS)
@@ -126,11 +169,13 @@ async def run(records: list[tuple[bytes, bytes]], rng: random.Random, kills: int
         log = logs[RAW, partition]
         log.messages.append(Message(RAW, partition, len(log.messages), key, value))
     table: dict[bytes, bytes] = {}
+    node_table: dict[bytes, bytes] = {}
     outputs = Outputs()
     kill_at = sorted(rng.sample(range(1, len(records) * 2), kills))
     taken = 0
     while True:
         stage = jobs_stage(CFG, wire=WIRE, outputs=outputs, states=JobStates(table),
+                           nodes=NodeStates(node_table),
                            acknowledge=lambda m: logs[m.topic, m.partition].acked.add(m.offset))
         positions = {tp: log.committed for tp, log in logs.items()}
         killed = False
@@ -164,7 +209,7 @@ async def run(records: list[tuple[bytes, bytes]], rng: random.Random, kills: int
         for log in logs.values():
             log.commit()
         if not killed:
-            return outputs, table
+            return outputs, table, node_table
 
 
 def _deliver_canonical(outputs: Outputs, logs: dict[tuple[str, int], Log]) -> None:
@@ -181,13 +226,14 @@ def _deliver_canonical(outputs: Outputs, logs: dict[tuple[str, int], Log]) -> No
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 10_000), kills=st.integers(0, 3),
-       flush_every=st.sampled_from([0.0, 0.02, 0.3]), duplicates=st.integers(0, 20))
+       flush_every=st.sampled_from([0.0, 0.02, 0.3]), duplicates=st.integers(0, 20),
+       polls=st.integers(0, 8))
 def test_batches_kills_and_rekeying_give_the_offline_documents(
-        seed: int, kills: int, flush_every: float, duplicates: int) -> None:
+        seed: int, kills: int, flush_every: float, duplicates: int, polls: int) -> None:
     rng = random.Random(seed)
-    records = workload(seed, jobs=12)
+    records = workload(seed, jobs=12) + node_polls(rng, polls)
     records += [rng.choice(records) for _ in range(duplicates)]
-    outputs, table = asyncio.run(run(records, rng, kills, flush_every))
+    outputs, table, node_table = asyncio.run(run(records, rng, kills, flush_every))
     want = expected(records)
 
     states: dict[str, dict[str, Any]] = {}
@@ -203,3 +249,17 @@ def test_batches_kills_and_rekeying_give_the_offline_documents(
               for state in map(decode_state, table.values()) if state is not None
               for d in JobFold.from_dict(state).documents()}
     assert folded == want
+
+    want_nodes = expected_nodes(records)
+    nodes: dict[str, dict[str, Any]] = {}
+    for topic, key, value in outputs.confirmed:
+        if topic == CFG.topics.nodes and value is not None:
+            doc = NODE_CODEC.decode(value)
+            assert key == node_doc_id(doc).encode()
+            known = nodes.get(node_doc_id(doc))
+            if known is None or doc["revision"] >= known["revision"]:
+                nodes[node_doc_id(doc)] = doc
+    assert nodes == want_nodes
+    node_folds = {key.decode(): NODE_CODEC.decode(NODE_CODEC.encode(
+        NodeFold.from_dict(json.loads(v)).document() or {})) for key, v in node_table.items()}
+    assert node_folds == want_nodes

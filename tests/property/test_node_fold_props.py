@@ -1,4 +1,5 @@
-"""The node fold does not depend on the order or copies of its events (pipeline.fold.nodes).
+"""The node fold does not depend on the order or copies of its events (pipeline.fold.nodes),
+nor does the worker's bounded fold (pipeline.fold.node_state) within its window.
 
 Generated node event sets are messy on purpose: equal timestamps, a host of two ranks,
 drains over drains with every ``overwrite``, truncates, jobs allocated and freed, Slurm
@@ -8,6 +9,7 @@ polls that see the same state again, reasons stamped before the poll, and copies
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -17,7 +19,8 @@ from hypothesis import strategies as st
 
 from pipeline.core.model import make_event_id
 from pipeline.core.nodes import NodeEvent
-from pipeline.fold.nodes import STATES, fold_nodes
+from pipeline.fold.node_state import KEEP_NODE_EVENTS, NodeFold
+from pipeline.fold.nodes import STATES, event_order, fold_nodes
 from pipeline.parsers.flux_resource import RankMaps, parse_resource_journal
 
 T0 = 1_700_000_000.0
@@ -142,3 +145,71 @@ RECORDED = _recorded()
 def test_the_recorded_journal_folds_the_same_in_any_order(data: st.DataObject) -> None:
     copies = data.draw(st.lists(st.sampled_from(RECORDED), max_size=10))
     assert fold_nodes(data.draw(st.permutations(RECORDED + copies))) == fold_nodes(RECORDED)
+
+
+# -- the worker's bounded fold (pipeline.fold.node_state) -------------------------------
+
+
+def _bounded_documents(arrivals: list[NodeEvent], keep: int, saved: set[int],
+                       looked: set[int]) -> list[dict[str, Any]]:
+    """The documents of :class:`NodeFold` s given ``arrivals`` in that order, one per node,
+    each saved as its table value and read back after the arrivals numbered in ``saved``;
+    after those in ``looked``, the node's document is the fold of its events so far (as
+    the worker writes one at the end of each batch)."""
+    folds: dict[str, NodeFold] = {}
+    for i, ev in enumerate(arrivals):
+        fold = folds.setdefault(ev.key, NodeFold(keep))
+        fold.add(ev)
+        if i in looked:
+            assert [fold.document()] == fold_nodes(e for e in arrivals[:i + 1] if e.key == ev.key)
+        if i in saved:
+            folds[ev.key] = NodeFold.from_dict(json.loads(fold.to_json()), keep)
+    docs = [folds[key].document() for key in sorted(folds)]
+    assert all(doc is not None for doc in docs)
+    return docs  # type: ignore[return-value]
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data(), events=event_sets(), keep=st.sampled_from([1, 2, 3, 5, KEEP_NODE_EVENTS]))
+def test_the_bounded_fold_gives_every_events_documents_within_its_window(
+        data: st.DataObject, events: list[NodeEvent], keep: int) -> None:
+    """Copies and any order in which no event comes more than ``keep`` places late: the
+    documents of every event (fold_nodes'), none dropped, through any saves."""
+    copies = data.draw(st.lists(st.sampled_from(events), max_size=len(events)))
+    ordered = sorted(events + copies, key=event_order)
+    late = data.draw(st.lists(st.integers(0, keep - 1), min_size=len(ordered),
+                              max_size=len(ordered)))
+    arrivals = [ev for _, _, ev in sorted(
+        ((i + d, i, ev) for i, (d, ev) in enumerate(zip(late, ordered, strict=True))),
+        key=lambda t: t[:2])]
+    saved = set(data.draw(st.lists(st.integers(0, len(arrivals) - 1), max_size=5)))
+    looked = set(data.draw(st.lists(st.integers(0, len(arrivals) - 1), max_size=10)))
+    docs = _bounded_documents(arrivals, keep, saved, looked)
+    assert docs == fold_nodes(events)
+    assert all(doc["events_dropped"] == 0 for doc in docs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), events=event_sets(), keep=st.sampled_from([1, 2, 3]))
+def test_the_bounded_fold_only_raises_its_revision_in_any_order(
+        data: st.DataObject, events: list[NodeEvent], keep: int) -> None:
+    """Beyond the window too: every new distinct event raises the document's revision
+    (folded or counted as dropped), and a copy of an event just seen changes nothing."""
+    arrivals = data.draw(st.permutations(events))
+    fold = NodeFold(keep)
+    node = arrivals[0].key
+    seen: set[str] = set()
+    revision = 0
+    for ev in (e for e in arrivals if e.key == node):
+        changed = fold.add(ev)
+        doc = fold.document()
+        assert doc is not None
+        assert doc["revision"] >= revision
+        if ev.event_id not in seen:
+            assert changed and doc["revision"] == revision + 1
+        assert fold.add(ev) is False  # the same event again, at once
+        seen.add(ev.event_id)
+        revision = doc["revision"]
+    doc = fold.document()
+    assert doc is not None
+    assert doc["revision"] == len(seen)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -286,11 +287,18 @@ def test_a_recorded_file_is_cut_into_records_with_their_maps() -> None:
     assert events == _journal()[0]
 
 
-def test_the_job_stream_refuses_node_records_with_a_reason() -> None:
-    """Node events are not a job's: the job worker's normalize stage says so rather than
-    fold them into a job state."""
-    raw = RawRecord(cluster="c", scheduler="flux", format="flux-resource-journal",
-                    received_at=0.0, payload=b'{"events":[]}')
+def test_the_stream_normalizes_node_records_into_node_events_it_admits() -> None:
+    """The worker's normalize stage takes a node format's records: their events are node
+    events (folded into node documents, never into a job's state), admitted by the same
+    rules as a job's, so a broken clock is refused with its reason."""
+    line = vector("flux", "real-0.88-resource-journal.jsonl").read_bytes().splitlines()[0]
+    raw = RawRecord(cluster=CLUSTER, scheduler="flux", format="flux-resource-journal",
+                    received_at=0.0, payload=line)
+    events = normalize(raw)
+    assert events and all(isinstance(ev, NodeEvent) for ev in events)
+    assert events == parse_record("flux-resource-journal", line, cluster=CLUSTER)
+    early = replace(raw, received_at=events[0].timestamp - 2 * 86400)
     with pytest.raises(ParseError) as err:
-        normalize(raw)
-    assert err.value.reason == "node-format"
+        normalize(early)
+    assert err.value.reason == "future-timestamp"
+    assert f"of node {CLUSTER}:" in err.value.message

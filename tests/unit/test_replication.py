@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import KafkaException
 
 from agents.app import create_app, internal_topics
-from pipeline.kafka.topics import _resolve, replication_from, topic_warnings
+from pipeline.kafka.topics import _resolve, nodes_changelog_topic, replication_from, topic_warnings
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ConfigError
 
@@ -93,9 +93,13 @@ def test_the_worker_gives_faust_the_resolved_factor_and_min_insync(tmp_path: Pat
     configs, partitions = internal_topics(w)
     assert configs == {"replication-test-canonical": {},
                        "replication-test-jobs-changelog": {"cleanup.policy": "compact"},
+                       "replication-test-nodes-changelog": {"cleanup.policy": "compact"},
                        leader.get_topic_name(): {}}
     assert partitions == {leader.get_topic_name(): 1}
     assert changelog.get_topic_name() == "replication-test-jobs-changelog"
+    # the node table's changelog: created, compacted and replicated as the jobs'
+    assert w.nodes.changelog_topic.get_topic_name() == nodes_changelog_topic(cfg.worker.app_id)
+    assert w.nodes.changelog_topic.config.get("min.insync.replicas") == "2"
 
 
 def test_the_worker_takes_a_configured_factor_without_asking_kafka(tmp_path: Path) -> None:

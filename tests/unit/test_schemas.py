@@ -194,3 +194,26 @@ def test_job_state_v7_user_annotations_read_older_data_as_none() -> None:
     schemaless_writer(body, parse_schema(v6), {k: v for k, v in doc.items() if k not in added})
     old = codec.decode(b"\xc3\x01" + fingerprint(v6) + body.getvalue())
     assert old == {**doc, "user_annotations": None, "user_annotations_dropped": None}
+
+
+def test_node_state_v2_events_dropped_reads_older_data_as_zero() -> None:
+    """NodeState v2 added events_dropped (the events the worker's bounded node fold could
+    not fold in order): a v1 document reads with 0, none dropped, and a v2 one keeps it."""
+    schemas = load_schema("NodeState")
+    v1, v2 = schemas.history[1], schemas.history[2]
+    added = {f["name"] for f in v2["fields"]} - {f["name"] for f in v1["fields"]}
+    assert added == {"events_dropped"}
+    codec = AvroCodec("NodeState")
+    doc = {"cluster": "c", "scheduler": "slurm", "node": "n1", "state": "drained",
+           "scheduler_state": "IDLE+DRAIN", "drained": True, "responding": True,
+           "allocated": False, "reason": "bad DIMM", "reason_by": "root",
+           "reason_at": 1_700_000_000_000, "since": 1_700_000_000_000,
+           "state_s": dict.fromkeys(("up", "unresponsive", "draining", "drained", "down",
+                                     "off", "unknown"), 0.0),
+           "partitions": ["p"], "events_dropped": 3, "revision": 9,
+           "updated_at": 1_700_000_000_000}
+    assert codec.decode(codec.encode(doc)) == doc
+    body = io.BytesIO()
+    schemaless_writer(body, parse_schema(v1), {k: v for k, v in doc.items() if k not in added})
+    old = codec.decode(b"\xc3\x01" + fingerprint(v1) + body.getvalue())
+    assert old == {**doc, "events_dropped": 0}

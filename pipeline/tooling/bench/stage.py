@@ -69,7 +69,7 @@ def stage_cost(cfg: Config, feed: Feed) -> StageCost:
     from agents.cli import GC_THRESHOLDS
     from agents.jobs import JobsStage
     from agents.routing import OfflineKafka, job_partition
-    from agents.states import JobStates
+    from agents.states import JobStates, NodeStates
 
     wire = Wire(cfg)
     partitions = cfg.kafka.partitions
@@ -86,7 +86,8 @@ def stage_cost(cfg: Config, feed: Feed) -> StageCost:
         anonymizer=Anonymizer.from_config(cfg.anonymize.fields, cfg.anonymize.key_file),
         enricher=Enricher.from_config(cfg.enrich.passwd_file, cfg.enrich.users_file,
                                       cfg.enrich.topology_file),
-        states=JobStates({}), active=ActiveJobs(), acknowledge=lambda message: None)
+        states=JobStates({}), nodes=NodeStates({}), active=ActiveJobs(),
+        acknowledge=lambda message: None)
 
     async def run() -> None:
         for message in records:

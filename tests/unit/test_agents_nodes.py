@@ -1,0 +1,248 @@
+"""The jobs stage's node path (agents/jobs.py, "Nodes"): node records through the stage,
+without Kafka, into the nodes table and out to hpc.nodes.state as NodeState documents."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from agents_factory import Message, RecordedOutputs, Sent, jobs_stage
+from datafiles import vector
+
+from agents.canonical import (
+    decode_item,
+    encode_canonical,
+    encode_node_event,
+    fit_node_event,
+)
+from agents.jobs import JobsStage
+from agents.routing import job_partition
+from agents.states import NodeStates, decode_state
+from pipeline.codecs.codec import AvroCodec, raw_to_avro
+from pipeline.codecs.wire import Wire
+from pipeline.core.model import RawRecord
+from pipeline.core.nodes import NodeEvent
+from pipeline.fold.node_state import NodeFold
+from pipeline.fold.nodes import fold_nodes
+from pipeline.parsers.normalize import normalize
+from pipeline.runtime.config import Config
+from pipeline.runtime.errors import ParseError
+
+CFG = Config()
+WIRE = Wire(CFG)
+NODES = AvroCodec("NodeState")
+PARTITIONS = CFG.kafka.partitions
+T = 1_795_000_000
+
+
+def slurm_poll(t: int, **nodes: tuple[list[str], str | None]) -> bytes:
+    """A ``scontrol show nodes --json`` document at ``t``: node -> (state list, reason)."""
+    return json.dumps({"last_update": t, "nodes": [
+        {"name": name, "state": states, "reason": reason or "",
+         "reason_set_by_user": "alice" if reason else None,
+         "reason_changed_at": t - 5 if reason else 0, "partitions": ["p"]}
+        for name, (states, reason) in nodes.items()]}).encode()
+
+
+def raw(fmt: str, payload: bytes, cluster: str = "c", received_at: float = T + 60
+        ) -> RawRecord:
+    scheduler = "slurm" if fmt == "slurm-nodes" else "flux"
+    return RawRecord(cluster, scheduler, fmt, received_at, payload, None)  # type: ignore[arg-type]
+
+
+def value(record: RawRecord) -> bytes:
+    return WIRE.codecs["raw"].encode(raw_to_avro(record))
+
+
+class Run:
+    """A stage fed raw records, whose re-keyed events come back through the canonical
+    topic (in their key's partition), as Kafka would."""
+
+    def __init__(self, cfg: Config = CFG, nodes: NodeStates | None = None,
+                 stage: JobsStage | None = None) -> None:
+        self.sent: list[Sent] = []
+        self.acked: list[tuple[str, int, int]] = []
+        self.stage = stage or jobs_stage(
+            cfg, wire=WIRE, outputs=RecordedOutputs(self.sent), nodes=nodes,
+            acknowledge=lambda m: self.acked.append((m.topic, m.partition, m.offset)))
+        self.offsets: dict[tuple[str, int], int] = {}
+
+    def message(self, topic: str, partition: int, key: bytes | None, data: bytes) -> Message:
+        offset = self.offsets[topic, partition] = self.offsets.get((topic, partition), -1) + 1
+        return Message(topic, partition, offset, key, data)
+
+    def take(self, record: RawRecord, key: bytes | None = None,
+             partition: int | None = None) -> None:
+        if partition is None:
+            partition = job_partition(key, PARTITIONS) if key else 0
+        asyncio.run(self._take(self.message(CFG.topics.raw, partition, key, value(record))))
+
+    async def _take(self, message: Message) -> None:
+        stage = self.stage
+        read = len(self.sent)
+        wait = stage.take(message)
+        if wait is not None:
+            await wait
+        await stage.flush()
+        while True:
+            pending = [s for s in self.sent[read:] if s[0] == stage.canonical]
+            read = len(self.sent)
+            if not pending:
+                return
+            for _, key, data, _ in pending:
+                assert key is not None and data is not None
+                wait = stage.take(self.message(stage.canonical,
+                                               job_partition(key, PARTITIONS), key, data))
+                if wait is not None:
+                    await wait
+            await stage.flush()
+
+    def to(self, topic: str) -> list[Sent]:
+        return [s for s in self.sent if s[0] == topic]
+
+    def node_docs(self) -> dict[bytes, dict[str, Any]]:
+        """The last document sent for each node."""
+        docs: dict[bytes, dict[str, Any]] = {}
+        for _, key, data, _ in self.to(CFG.topics.nodes):
+            assert key is not None and data is not None
+            docs[key] = NODES.decode(data)
+        return docs
+
+
+def as_written(doc: dict[str, Any]) -> dict[str, Any]:
+    return NODES.decode(NODES.encode(doc))
+
+
+def journal_records() -> list[RawRecord]:
+    from pipeline.parsers.flux_resource import RankMaps
+
+    maps = RankMaps()
+    lines = vector("flux", "real-0.88-resource-journal.jsonl").read_bytes().splitlines()
+    # received at an unknown time (0): the recording's clock is ahead of this test's T
+    return [raw("flux-resource-journal", maps.record(line), "fluxtest", 0.0) for line in lines]
+
+
+def test_the_recorded_resource_journal_folds_to_fold_nodes_documents() -> None:
+    """The Flux resource journal's records (keyed by no node: each names several) are
+    re-keyed through the canonical topic, folded in their nodes' partitions, and the last
+    document of each node, keyed cluster:node, is fold_nodes' of all its events; every
+    record is acknowledged; no node event goes to the job events."""
+    run = Run()
+    records = journal_records()
+    for record in records:
+        run.take(record)
+    events = [ev for record in records for ev in normalize(record)]
+    want = {f"{d['cluster']}:{d['node']}".encode(): as_written(d) for d in fold_nodes(events)}
+    assert run.node_docs() == want
+    assert set(want) == {b"fluxtest:node0", b"fluxtest:node1", b"fluxtest:node2",
+                         b"fluxtest:node3"}
+    assert run.to(CFG.topics.events) == [] and run.to(CFG.topics.dlq) == []
+    raw_acked = sorted(o for t, _, o in run.acked if t == CFG.topics.raw)
+    assert raw_acked == list(range(len(records)))
+
+
+def test_a_node_record_in_its_nodes_partition_folds_there() -> None:
+    """One node's poll keyed cluster:node in its partition: folded where it is read, no
+    re-keying; the table holds its NodeFold, whose document is the one sent."""
+    nodes = NodeStates({})
+    run = Run(nodes=nodes)
+    run.take(raw("slurm-nodes", slurm_poll(T, s0=(["IDLE", "DRAIN"], "bad DIMM"))),
+             key=b"c:s0")
+    assert run.to(run.stage.canonical) == []
+    [doc] = run.node_docs().values()
+    assert (doc["state"], doc["reason"], doc["reason_by"]) == ("drained", "bad DIMM", "alice")
+    state = decode_state(nodes.table[b"c:s0"])
+    assert state is not None
+    assert as_written(NodeFold.from_dict(state).document() or {}) == doc
+
+
+def test_duplicated_and_reordered_polls_give_the_same_documents() -> None:
+    polls = [raw("slurm-nodes", slurm_poll(T + i, s0=(states, reason), s1=(["IDLE"], None)))
+             for i, (states, reason) in enumerate([(["IDLE"], None),
+                                                   (["MIXED", "DRAIN"], "kernel"),
+                                                   (["IDLE", "DRAIN"], "kernel"),
+                                                   (["IDLE"], None)])]
+    want = {f"c:{d['node']}".encode(): as_written(d)
+            for d in fold_nodes(ev for p in polls for ev in normalize(p))}
+    run = Run()
+    for poll in [polls[2], polls[0], polls[3], polls[2], polls[1], polls[0]]:
+        run.take(poll)
+    assert run.node_docs() == want
+    assert want[b"c:s0"]["state"] == "up" and want[b"c:s0"]["state_s"]["draining"] == 1.0
+
+
+def test_a_copy_rewrites_the_nodes_entry_and_document() -> None:
+    """As a job's: after a crash the table may be ahead of the outputs, and a copy read
+    again is what makes them catch up."""
+    run = Run()
+    poll = raw("slurm-nodes", slurm_poll(T, s0=(["IDLE"], None)))
+    run.take(poll, key=b"c:s0")
+    run.stage.recent = type(run.stage.recent)()  # a restarted worker's filter is empty
+    run.take(poll, key=b"c:s0")
+    docs = [NODES.decode(v or b"") for _, _, v, _ in run.to(CFG.topics.nodes)]
+    assert len(docs) == 2 and docs[0] == docs[1] and docs[0]["revision"] == 1
+
+
+def test_reason_by_is_anonymized_by_the_user_policy(tmp_path: Any) -> None:
+    key = tmp_path / "key"
+    key.write_bytes(b"0123456789abcdef-site-key")
+    poll = raw("slurm-nodes", slurm_poll(T, s0=(["IDLE", "DRAIN"], "alice's test")))
+    for action in ("drop", "pseudonymize"):
+        cfg = CFG.replace(anonymize={"fields": {"user": action}, "key_file": str(key)})
+        run = Run(cfg)
+        run.take(poll)
+        [doc] = run.node_docs().values()
+        pseudonym = run.stage.emit.anonymizer.pseudonym("user", "alice")
+        assert doc["reason_by"] == (None if action == "drop" else pseudonym)
+        assert "alice" not in doc["reason"]
+    run = Run()  # the default policy keeps it
+    run.take(poll)
+    assert [d["reason_by"] for d in run.node_docs().values()] == ["alice"]
+
+
+def test_a_node_state_over_its_budget_goes_to_the_dlq_and_the_others_go_on() -> None:
+    run = Run(nodes=NodeStates({}, max_bytes=1500))
+    run.take(raw("slurm-nodes", slurm_poll(T, s0=(["IDLE", "DRAIN"], "r" * 2000),
+                                           s1=(["IDLE"], None))))
+    [dead] = run.to(CFG.topics.dlq)
+    headers = dict(dead[3] or [])
+    assert dead[1] == b"c:s0" and headers["stage"] == b"state"
+    assert headers["reason"] == b"state-too-large"
+    assert json.loads(dead[2] or b"")["node"] == "s0"
+    assert list(run.node_docs()) == [b"c:s1"]
+    assert run.stage.nodes.get(b"c:s0") is None
+
+
+def test_a_node_the_worker_died_writing_twice_goes_to_the_dlq(tmp_path: Any) -> None:
+    from pipeline.runtime.crashguard import CrashGuard
+
+    for _ in range(2):
+        guard = CrashGuard(tmp_path / "g")
+        guard.begin("node c:s0")
+        guard.close(clean=False)
+    run = Run()
+    run.stage.guard = CrashGuard(tmp_path / "g")
+    run.take(raw("slurm-nodes", slurm_poll(T, s0=(["IDLE"], None), s1=(["IDLE"], None))))
+    [dead] = run.to(CFG.topics.dlq)
+    assert dead[1] == b"c:s0" and dict(dead[3] or [])["reason"] == b"crashed-worker"
+    assert list(run.node_docs()) == [b"c:s1"]
+
+
+def test_node_events_cross_the_canonical_topic_in_their_wrapper() -> None:
+    ev = NodeEvent(cluster="c", scheduler="slurm", node="s0", event="state", timestamp=1.5,
+                   source="slurm-nodes", event_id="e1", reason="r", by="root",
+                   context={"state": ["IDLE"]})
+    data = encode_node_event(ev)
+    assert json.loads(data) == {"node_event": ev.to_dict()}
+    assert decode_item(data) == ev
+    from pipeline.core.model import JobEvent
+    job = JobEvent(cluster="c", scheduler="flux", job_id="1", event="submit", timestamp=1.0,
+                   source="flux-journal", event_id="j1")
+    assert decode_item(encode_canonical(job)) == job
+    assert fit_node_event(ev, len(data)) == (ev, data)
+    with pytest.raises(ParseError) as err:
+        fit_node_event(replace(ev, reason="x" * 100), len(data))
+    assert err.value.reason == "too-large"
