@@ -76,6 +76,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "cluster": "tioga", "scheduler": "slurm", "node": "tioga12", "event": "state",
         "timestamp": 1700000050000, "source": "slurm-nodes", "event_id": "n1",
         "reason": "bad DIMM", "reason_by": "root", "state": "draining",
+        "episode": "tioga:tioga12:drain@1700000045",
         "context": '{"partitions":["pbatch"],"state":["MIXED","DRAIN"]}',
     },
 }
