@@ -12,7 +12,10 @@ job's fold is asked for only when the anonymizer is active. A job state over
 (:meth:`agents.dead_letters.DeadLetters.state`) and the job's other documents go on.
 A node document is anonymized by the policy of a job's ``user`` (its ``reason_by``), and
 encoded with the ``NodeState`` schema, framed as a job state is; one it cannot hold goes
-to the DLQ the same way.
+to the DLQ the same way. Each node event folded goes to ``hpc.nodes.events`` as it is
+folded, as a job's to ``hpc.jobs.events``: its document
+(:func:`pipeline.fold.nodes.event_document`, a function of the event alone) anonymized as
+a node document is, context included, with the ``NodeEvent`` schema.
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ from pipeline.codecs.wire import Wire
 from pipeline.core.anonymize import IDENTITY_FIELDS, Anonymizer
 from pipeline.core.enrich import Enricher
 from pipeline.core.model import JobEvent
+from pipeline.core.nodes import NodeEvent
 from pipeline.fold import JobFold
 from pipeline.fold.node_state import NodeFold
+from pipeline.fold.nodes import event_document
 from pipeline.fold.usage import USAGE_EVENT, keeps_point
 from pipeline.runtime.errors import ParseError
 
@@ -39,10 +44,11 @@ class Emitter:
 
     def __init__(self, wire: Wire, enricher: Enricher, anonymizer: Anonymizer,
                  outputs: Sender, dead: DeadLetters, *, events: str, state: str, nodes: str,
-                 max_bytes: int, usage_series_s: float = 0.0) -> None:
+                 node_events: str, max_bytes: int, usage_series_s: float = 0.0) -> None:
         self.wire, self.enricher, self.anonymizer = wire, enricher, anonymizer
         self.outputs, self.dead = outputs, dead
         self.events, self.state, self.nodes, self.max_bytes = events, state, nodes, max_bytes
+        self.node_events = node_events
         self.usage_series_s = usage_series_s
 
     def event(self, key: bytes, ev: JobEvent, job: Callable[[bytes], JobFold]) -> None:
@@ -54,6 +60,12 @@ class Emitter:
         known = self._identities(job(key)) if self.anonymizer.active else ()
         event = self.anonymizer.event(event, known)
         self.outputs.send(self.events, key, self.wire.encode_event(event))
+
+    def node_event(self, key: bytes, ev: NodeEvent) -> None:
+        """One event of the node ``key`` (``cluster:node``); ParseError if the schema cannot
+        hold it (the stage sends the event to the DLQ)."""
+        event = self.anonymizer.node_event(event_document(ev))
+        self.outputs.send(self.node_events, key, self.wire.encode_node_event(event))
 
     def states(self, key: bytes, message: Any, fold: JobFold
                ) -> tuple[int, dict[str, Any] | None]:

@@ -43,7 +43,10 @@ into the node's :class:`~pipeline.fold.node_state.NodeFold`, kept in the ``nodes
 table entry written and its document sent to ``hpc.nodes.state`` (keyed ``cluster:node``;
 a duplicate rewrites both, as a job's), before the records are acknowledged; a node whose
 state cannot be written goes to the DLQ like a job's, and the crash guard knows it as
-``node <key>``. Node events are not job events: none goes to ``hpc.jobs.events``.
+``node <key>``. Node events are not job events: none goes to ``hpc.jobs.events``; each
+goes, as it is folded, to ``hpc.nodes.events`` (keyed ``cluster:node``), as a job's event
+to ``hpc.jobs.events``: a copy too, which the sink's ``create`` by ``event_id`` makes one
+document (after a crash the table may hold events the topic did not get).
 
 Timers: queue snapshots of this worker's partitions every ``worker.snapshot_interval_s``,
 and the expiry of finished jobs after ``worker.done_grace_s`` (a control message through
@@ -142,11 +145,12 @@ class JobsStage:
         self.dead = DeadLetters(outputs, self.topics.dlq)
         self.emit = Emitter(wire, enricher, anonymizer, outputs, self.dead,
                             events=self.topics.events, state=self.topics.state,
-                            nodes=self.topics.nodes, max_bytes=self.max_bytes,
+                            nodes=self.topics.nodes, node_events=self.topics.node_events,
+                            max_bytes=self.max_bytes,
                             usage_series_s=cfg.worker.usage_series_s)
         self.counters = BatchCounters(
             self.raw, (self.topics.events, self.topics.state, self.topics.nodes,
-                       self.canonical))
+                       self.topics.node_events, self.canonical))
         self._flushing = asyncio.Lock()
         self._last_event = LastEventTime()
 
@@ -331,6 +335,8 @@ class JobsStage:
         self.batch.nodes[key] = (message, fold)
         self.batch.events += 1
         self.batch.folded[ev.cluster] += 1
+        self.emit.node_event(key, ev)
+        self.batch.sent[self.topics.node_events] += 1
 
     def _job(self, key: bytes) -> JobFold:
         """The job's fold as this batch left it (its table entry is written at the end of

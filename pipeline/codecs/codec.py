@@ -73,6 +73,7 @@ TOPIC_SCHEMAS: Mapping[str, str] = {
     "state": "JobState",
     "snapshots": "QueueSnapshot",
     "nodes": "NodeState",
+    "node_events": "NodeEvent",
 }
 
 # A writer schema the reader knows: the parsed schema, or None when it is the reader's

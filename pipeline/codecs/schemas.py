@@ -35,9 +35,9 @@ __all__ = [
 ]
 
 #: Every schema jobstream publishes, one per topic (docs/design.md, section 2); NodeState is
-#: the node documents' (pipeline.fold.nodes), whose topic comes with the node stream.
+#: the node documents' (pipeline.fold.nodes), NodeEvent the node events' (issue 36).
 SCHEMA_NAMES: tuple[str, ...] = ("RawRecord", "JobEvent", "JobState", "QueueSnapshot",
-                                 "NodeState")
+                                 "NodeState", "NodeEvent")
 
 _HISTORY_FILE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\.v(?P<version>[1-9][0-9]*)\.avsc$")
 

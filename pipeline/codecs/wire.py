@@ -101,6 +101,13 @@ class Wire:
     def encode_snapshot(self, snap: Mapping[str, Any]) -> bytes:
         return self.codecs["snapshots"].encode(snap)
 
+    def encode_node_event(self, event: Mapping[str, Any]) -> bytes:
+        """A node event document (:func:`pipeline.fold.nodes.event_document`, after
+        anonymization) -> Avro bytes of ``NodeEvent``, its context as JSON text."""
+        d = dict(event)
+        d["context"] = dumps_text(d.get("context") or {})
+        return self.codecs["node_events"].encode(d)
+
     def encode_node_state(self, doc: Mapping[str, Any]) -> bytes:
         """A node document (:mod:`pipeline.fold.nodes`, after anonymization) -> Avro bytes
         of ``NodeState``, framed as the job states are."""

@@ -129,6 +129,20 @@ class Anonymizer:
             out["reason"] = self._scrub(out["reason"], replacements)
         return out
 
+    def node_event(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """A node event dict (:func:`pipeline.fold.nodes.event_document`) under the policy:
+        ``reason_by`` and ``reason`` as a node document's (:meth:`node_document`), and the
+        name scrubbed from the string values of ``context`` too, as from a job event's."""
+        out = dict(event)
+        if "user" not in self.policy or out.get("reason_by") is None:
+            return out
+        user, replacements = self._fields({"user": out["reason_by"]})
+        out["reason_by"] = user.get("user")
+        if out.get("reason"):
+            out["reason"] = self._scrub(out["reason"], replacements)
+        out["context"] = self._scrub(out.get("context") or {}, replacements)
+        return out
+
     def event(self, event: Mapping[str, Any],
               known: Iterable[tuple[str, Any]] = ()) -> dict[str, Any]:
         """An event dict (``JobEvent.to_dict`` shape) under the policy, private data removed.

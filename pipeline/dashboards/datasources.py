@@ -85,8 +85,13 @@ SNAPSHOTS = DataSource("jobstream-snapshots", "jobstream queue snapshots", Famil
 # nodes look back far enough to see every node: pipeline.dashboards.overview_nodes).
 NODES = DataSource("jobstream-nodes", "jobstream nodes by state start", Family.NODES, "since")
 
+# Node events (hpc-node-events), each at its own time: the nodes' history, where the
+# node documents keep only each node's state now.
+NODE_EVENTS = DataSource("jobstream-node-events", "jobstream node events", Family.NODE_EVENTS,
+                         "timestamp", log_message_field="event")
+
 DATASOURCES: tuple[DataSource, ...] = (JOBS_BY_SUBMIT, JOBS_BY_START, JOBS_BY_END, EVENTS,
-                                       SNAPSHOTS, NODES)
+                                       SNAPSHOTS, NODES, NODE_EVENTS)
 
 
 def by_uid(uid: str, sources: Sequence[DataSource] = DATASOURCES) -> DataSource | None:

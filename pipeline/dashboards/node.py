@@ -1,5 +1,5 @@
-"""The per-node drill-down: one node's state now, its time in each state, the jobs it ran
-and those of them that failed.
+"""The per-node drill-down: one node's state now, its time in each state, its state
+timeline, the jobs it ran and those of them that failed.
 
 Opened from the tables of drained and down nodes (the overview's, the job page's "Its
 nodes now") with ``var-cluster`` and ``var-node`` and their time range. The node is named
@@ -15,9 +15,10 @@ node, as the job page's id names no job.
   keeps runs only inside its own state), so the phrase matches the host exactly. Jobs
   submitted in the range; failed jobs ended in it.
 
-A timeline of the node's states needs the node events (an index of them beside the job
-events): the document keeps only the current state, when it began and the time spent in
-each.
+* State timeline: the node's events in the range (``hpc-node-events``), oldest first,
+  each with the state it left the node in where the event says (Slurm's polls; a Flux
+  event's depends on the node's other events: schemas/README.md, "Node events"), its
+  reason and who set it.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pipeline.dashboards.builder import (
     terms,
     textbox_var,
 )
-from pipeline.dashboards.datasources import JOBS_BY_END, JOBS_BY_SUBMIT, NODES
+from pipeline.dashboards.datasources import JOBS_BY_END, JOBS_BY_SUBMIT, NODE_EVENTS, NODES
 from pipeline.dashboards.overview import ALL, FAILED, JOB_UID
 from pipeline.dashboards.overview import UID as OVERVIEW_UID
 from pipeline.dashboards.overview_nodes import NODE_UID, NODES_NOW, dates
@@ -60,6 +61,10 @@ _JOB_ROWS = 100
 _JOB_COLUMNS = (("cluster", "cluster"), ("job_id", "job_id"), ("user", "user"),
                 ("state", "state"), ("result", "result"), ("Max t_submit", "t_submit"),
                 ("Max t_start", "t_start"), ("Max t_end", "t_end"))
+#: Rows of the state timeline (the node's events in the range, oldest first)
+_EVENT_ROWS = 500
+_EVENT_COLUMNS = ("timestamp", "event", "state", "reason", "reason_by", "scheduler",
+                  "source", "context", "event_id")
 _FAILED_COLUMNS = (("cluster", "cluster"), ("job_id", "job_id"), ("user", "user"),
                    ("result", "result"), ("failed_node", "failed_node"),
                    ("Max t_end", "t_end"), ("Max run_s", "run_s"))
@@ -109,8 +114,27 @@ def build() -> dict[str, Any]:
                      "orientation": "horizontal", "displayMode": "gradient"},
             description="Seconds the node spent in each state since the pipeline first "
                         "saw it (state_s), the current state up to the node's newest event "
-                        "(updated_at), not to now. A timeline of its states needs the node "
-                        "events, which the document does not keep."),
+                        "(updated_at), not to now; its timeline is the panel below."),
+    )
+    grid.add(
+        panel("table", "State timeline", [
+            es_target(NODE_EVENTS, "A", query=NODE,
+                      metrics=[metric("raw_data", size=str(_EVENT_ROWS))]),
+        ], w=24, h=10, field_config={"noValue": _NO_NODE},
+            overrides=dates("timestamp"),
+            transformations=[
+                {"id": "organize", "options": {
+                    "indexByName": {name: i for i, name in enumerate(_EVENT_COLUMNS)},
+                    "includeByName": dict.fromkeys(_EVENT_COLUMNS, True),
+                    "renameByName": {"reason_by": "by"}}},
+                {"id": "sortBy", "options": {"sort": [{"field": "timestamp",
+                                                        "desc": False}]}}],
+            description=f"The node's events in the time range (hpc-node-events), oldest "
+                        f"first ({_EVENT_ROWS} at most): Flux's resource events (drain, "
+                        "undrain, offline, online, torpid, ...) and the jobs' alloc and "
+                        "free of it; Slurm's polls that saw it, each with the state it "
+                        "left the node in (state: Slurm only, as a Flux event's depends "
+                        "on the node's other events), the reason and who set it (by)."),
     )
     grid.add(
         panel("table", "Its jobs", [
@@ -155,7 +179,7 @@ def build() -> dict[str, Any]:
     return dashboard(
         UID, "jobstream: node details",
         description="One node: its state now, since when and why, its time in each state, "
-                    "and the jobs that ran on it.",
+                    "its state timeline, and the jobs that ran on it.",
         panels=grid.panels, variables=variables, time_from="now-7d", refresh="",
         links=[{"title": "Operations overview", "type": "link", "icon": "dashboard",
                 "url": f"/d/{OVERVIEW_UID}/jobstream-overview", "keepTime": True,

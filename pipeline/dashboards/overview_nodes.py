@@ -1,7 +1,8 @@
-"""The overview's "Nodes" row: drained and down nodes now, nodes by state, node-hours in
-drain by reason, drains and downs begun in the range.
+"""The overview's "Nodes" rows: drained and down nodes now, nodes by state, node-hours in
+drain by reason, drains and downs begun in the range (the node documents); drains and downs
+per week by reason and the nodes' states over time (the node events).
 
-The panels read the node documents (``hpc-nodes``, one per cluster and node, its state
+The first row reads the node documents (``hpc-nodes``, one per cluster and node, its state
 now: schemas/README.md, "Node state") through the data source whose time field is
 ``since``, when the node's current state began. So:
 
@@ -9,12 +10,21 @@ now: schemas/README.md, "Node state") through the data source whose time field i
   see every node whatever its state's age, not only the nodes whose state changed in the
   dashboard's range;
 * "begun in the range" is the range on ``since``: the nodes whose *current* drain or
-  down began in it. A node drained and resumed in the range, or drained twice, is not
-  (or once) there: counting drains per week, or charting nodes by state over time, needs
-  the node events (an index of them beside the job events), which current-state
-  documents cannot stand in for;
+  down began in it (the node events' row counts every drain);
 * time in a state is the fold's ``state_s``, up to the document's ``updated_at`` (the
   newest event): the current state's time since then is not in it.
+
+The second row reads the node events (``hpc-node-events``, one per event, at its own
+``timestamp``: schemas/README.md, "Node events"):
+
+* a drain or a down is counted once by its ``episode`` (a unique count): a Flux ``drain``
+  or ``offline`` is one; a Slurm drain or down is the state events of the polls that saw
+  it, which share its ``reason_changed_at``. A week's count is of the drains and downs an
+  event stated in it: one polled across two weeks counts in both;
+* the states over time are those the events state, Slurm's polls (their ``state``):
+  the nodes seen in each state per interval. Flux events have no ``state`` (what one
+  leaves depends on the node's other events: schemas/README.md), so Flux nodes are in the
+  drains and downs, not there.
 
 The overview's cluster variable applies; its queue, bank and user variables are the
 jobs' and do not (a Flux node has no partition).
@@ -34,9 +44,10 @@ from pipeline.dashboards.builder import (
     row,
     terms,
 )
-from pipeline.dashboards.datasources import NODES
+from pipeline.dashboards.datasources import NODE_EVENTS, NODES
 
-__all__ = ["DOWN_OR_DRAINED", "NODES_NOW", "NODE_UID", "node_link", "node_panels"]
+__all__ = ["DOWN_OR_DRAINED", "DRAINS_AND_DOWNS", "NODES_NOW", "NODE_UID", "node_link",
+           "node_panels"]
 
 NODE_UID = "jobstream-node"
 
@@ -47,6 +58,8 @@ NODES_NOW = "10y"
 #: still running) and down
 DOWN_OR_DRAINED = "state:(drained OR draining OR down)"
 _CLUSTER = "(cluster:$cluster)"
+#: Node events that state a drain or a down (their ``episode``: module docstring)
+DRAINS_AND_DOWNS = "episode:*"
 #: Rows of the drained and down nodes table (per cluster from Elasticsearch)
 _DOWN_ROWS = 200
 #: (column as Grafana names it, as shown), in the order shown
@@ -119,8 +132,8 @@ def node_panels(grid: Grid) -> None:
             description="Nodes per cluster, partition and state now (up, unresponsive, "
                         "draining, drained, down, off, unknown: schemas/README.md, 'Node "
                         "state'). A Slurm node in several partitions counts in each; Flux "
-                        "nodes have none ('-'). Over time it would need the node events, "
-                        "which the node documents (each node's state now) do not keep."),
+                        "nodes have none ('-'). Over time: 'Node states over time', from "
+                        "the node events."),
     )
     in_drain = f"(state_s.drained:>0 OR state_s.draining:>0) AND {_CLUSTER}"
     by_reason = [terms("reason", size=20, order_by=0, missing="-")]
@@ -141,9 +154,9 @@ def node_panels(grid: Grid) -> None:
                         "the node's reason now: a node drained once for a reason and "
                         "resumed since counts under '-' (no reason now), and a node "
                         "drained twice under its latest reason. The current drain counts "
-                        "up to the node's newest event (updated_at), not to now. Node-"
-                        "hours lost to drains by reason per week need the node events (an "
-                        "index of them), which current-state documents cannot give."),
+                        "up to the node's newest event (updated_at), not to now. Drains "
+                        "per week by reason: 'Drains and downs per week, by reason', from "
+                        "the node events."),
         panel("timeseries", "Drains and downs begun in the range", [
             es_target(NODES, "A", query=f"{DOWN_OR_DRAINED} AND {_CLUSTER}",
                       alias="{{term state}}", metrics=[metric("count")],
@@ -155,8 +168,39 @@ def node_panels(grid: Grid) -> None:
             options=_LEGEND,
             description="Nodes drained, draining or down now whose state began in each "
                         "interval (since). Not a count of drains: a node drained and "
-                        "resumed in the range is not here, one drained twice once. Drains "
-                        "per week need the node events (an index of them beside the job "
-                        "events), which the node documents (each node's state now) do not "
-                        "keep."),
+                        "resumed in the range is not here, one drained twice once; every "
+                        "drain and down is in 'Drains and downs per week, by reason' (the "
+                        "node events)."),
+    )
+    grid.add(row("Nodes (node events)"))
+    grid.add(
+        panel("timeseries", "Drains and downs per week, by reason", [
+            es_target(NODE_EVENTS, "A", query=f"{DRAINS_AND_DOWNS} AND {_CLUSTER}",
+                      alias="{{term reason}}", metrics=[metric("cardinality", "episode")],
+                      buckets=[terms("reason", size=10, order_by=0, missing="-"),
+                               date_histogram(NODE_EVENTS.time_field, "1w")]),
+        ], w=12, h=8, unit="short",
+            field_config={"custom": {"drawStyle": "bars",
+                                     "stacking": {"mode": "normal", "group": "A"},
+                                     "fillOpacity": 80, "lineWidth": 1}},
+            options=_LEGEND,
+            description="Drains and downs stated in each week, by their reason, each "
+                        "counted once (a unique count of the events' episode): Flux drain "
+                        "and offline events; Slurm polls that saw a node drained, draining "
+                        "or down, one drain (or down) per reason_changed_at slurmctld "
+                        "stamped. One polled across two weeks counts in both; a Flux drain "
+                        "of a node already drained counts again."),
+        panel("timeseries", "Node states over time", [
+            es_target(NODE_EVENTS, "A", query=f"state:* AND {_CLUSTER}",
+                      alias="{{term state}}", metrics=[metric("cardinality", "node")],
+                      buckets=[terms("state", size=10, order="asc", order_by="_key"),
+                               date_histogram(NODE_EVENTS.time_field)]),
+        ], w=12, h=8, unit="short", options=_LEGEND,
+            description="Nodes seen in each state (up, unresponsive, draining, drained, "
+                        "down, off, unknown) per interval, from the events that state it: "
+                        "Slurm's polls (a node seen in two states in one interval counts in "
+                        "both; an interval without a change in the cluster has no poll "
+                        "event). Flux events carry no state of their own (what one leaves "
+                        "depends on the node's other events): their drains and downs are "
+                        "in the panel beside."),
     )

@@ -68,8 +68,9 @@ from typing import Any
 
 from pipeline.core.nodes import SLURM_BASE_STATES, NodeEvent, node_key
 
-__all__ = ["DOC_FIELDS", "STATES", "NodeFolder", "event_order", "fold_nodes", "node_doc_id",
-           "preferred", "slurm_state"]
+__all__ = ["DOC_FIELDS", "EVENT_FIELDS", "STATES", "NodeFolder", "event_document",
+           "event_episode", "event_order", "event_state", "fold_nodes", "node_doc_id", "preferred",
+           "slurm_state"]
 
 #: the node states, in the order a host of several ranks shows the worst of them
 STATES: tuple[str, ...] = ("draining", "drained", "down", "off", "unresponsive", "up",
@@ -79,6 +80,13 @@ DOC_FIELDS: tuple[str, ...] = (
     "allocated", "reason", "reason_by", "reason_at", "since", "state_s", "partitions",
     "events_dropped", "revision", "updated_at",
 )
+#: the fields of a node event's document (the ``NodeEvent`` schema's, in its order)
+EVENT_FIELDS: tuple[str, ...] = (
+    "cluster", "scheduler", "node", "event", "timestamp", "source", "event_id", "reason",
+    "reason_by", "state", "episode", "context",
+)
+#: the states a drain or a down leaves a node in (:func:`event_episode`)
+_OUT = {"drained": "drain", "draining": "drain", "down": "down"}
 #: events sorted before others stated at the same time: a restart resets a rank first
 _FIRST = {"restart": 0, "truncate": 0, "resource-define": 1}
 _BUSY = frozenset({"ALLOCATED", "MIXED"})
@@ -305,6 +313,47 @@ def event_order(ev: NodeEvent) -> tuple[float, int, str]:
 
 def _ms(t: float | None) -> int | None:
     return None if t is None else round(t * 1000)
+
+
+def event_state(ev: NodeEvent) -> str | None:
+    """The node's state after ``ev`` in the fold, where ``ev`` alone decides it: a Slurm
+    ``state`` event, since the fold's view of a Slurm node is its last poll's whole
+    (:func:`slurm_state` of its state list), so the answer is the same whatever arrived
+    before it. None for the others: what a Flux event leaves depends on the node's other
+    events (its other ranks, a drain before an ``offline``, the jobs on it for
+    ``draining``), which may arrive after it, and an event is written once, as it arrives.
+    """
+    if ev.event != "state":
+        return None
+    return slurm_state(s for s in ev.context.get("state") or () if isinstance(s, str))
+
+
+def event_episode(ev: NodeEvent, state: str | None) -> str | None:
+    """The drain or down ``ev`` states (``state``: :func:`event_state`), one name for all
+    the events that state it, so that a unique count counts it once: a Flux ``drain`` or
+    ``offline`` is one on its own (its id); a Slurm poll of a drained or down node is one of
+    the polls of the drain (or down) slurmctld stamped at ``reason_changed_at`` (every poll
+    of an unchanged drain has that stamp, a new drain a new one). None otherwise."""
+    if ev.event in ("drain", "offline"):
+        return ev.event_id
+    kind = _OUT.get(state or "")
+    if kind is None:
+        return None
+    at = ev.context.get("reason_changed_at")
+    stamp = "-" if isinstance(at, bool) or not isinstance(at, int | float) else str(round(at))
+    return f"{ev.cluster}:{ev.node}:{kind}@{stamp}"
+
+
+def event_document(ev: NodeEvent) -> dict[str, Any]:
+    """The ``NodeEvent`` document of ``ev`` (:data:`EVENT_FIELDS`): a function of the event
+    alone, so every copy of it gives the same document; times in epoch milliseconds."""
+    state = event_state(ev)
+    return {
+        "cluster": ev.cluster, "scheduler": ev.scheduler, "node": ev.node, "event": ev.event,
+        "timestamp": round(ev.timestamp * 1000), "source": ev.source,
+        "event_id": ev.event_id, "reason": ev.reason, "reason_by": ev.by, "state": state,
+        "episode": event_episode(ev, state), "context": dict(ev.context),
+    }
 
 
 class NodeFolder:

@@ -165,6 +165,7 @@ def topic_specs(cfg: Config) -> dict[str, dict[str, str]]:
         t.events: {"retention.ms": str(30 * 86400 * 1000)},
         t.state: {"cleanup.policy": "compact"},
         t.nodes: {"cleanup.policy": "compact"},
+        t.node_events: {"retention.ms": str(30 * 86400 * 1000)},
         t.snapshots: {"retention.ms": str(7 * 86400 * 1000)},
         t.dlq: {"retention.ms": str(30 * 86400 * 1000), **big},
     }

@@ -12,7 +12,7 @@ What the replay of generation ``vN`` uses, beside the live flow (which keeps run
 * the raw topic, read by a worker of its own app id ``<worker.app_id>-replay-vN`` (its own
   consumer group, state table, RocksDB directory and canonical topic);
 * its own output topics ``<topic>.replay-vN`` (events, job states, snapshots, node
-  states, DLQ), so that nothing the live sink or other consumers read is written twice;
+  states and events, DLQ), so that nothing the live sink or other consumers read is written twice;
 * a sink writing generation ``vN`` (``<prefix>hpc-jobs-vN-*``, ...,
   ``<prefix>hpc-nodes-vN-current``) from those topics.
 
@@ -250,7 +250,8 @@ def _follow(p: ReplayPlan, positions: Positions, children: list[Child],
                 child.check()
             time.sleep(POLL_S)
         t = rcfg.topics
-        out = _Stage(f"{group}-sink", [t.state, t.events, t.snapshots, t.nodes], positions)
+        out = _Stage(f"{group}-sink", [t.state, t.events, t.snapshots, t.nodes,
+                                          t.node_events], positions)
         total_out = sum(out.ends.values()) - sum(out.starts.values())
         index_task = progress.add_task("indexed", total=max(total_out, 1), rate="")
         while True:

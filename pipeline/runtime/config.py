@@ -76,6 +76,8 @@ class TopicsConfig:
     state: str = "hpc.jobs.state"
     #: one NodeState document per (cluster, node), compacted like the job states
     nodes: str = "hpc.nodes.state"
+    #: every node event folded, keyed cluster:node, beside the job events
+    node_events: str = "hpc.nodes.events"
     snapshots: str = "hpc.queue.snapshots"
     dlq: str = "hpc.jobs.dlq"
 

@@ -6,6 +6,9 @@
   times the states arrive (a conflict means "already applied").
 * A canonical event is a ``create`` with ``_id = event_id`` into the month of its time: a
   duplicate is refused by Elasticsearch and counts as already written.
+* A node event (NodeEvent) is a ``create`` with ``_id = event_id`` into the month of its
+  ``timestamp`` (epoch milliseconds), as a job event: its copies are one document. Its
+  ``context`` is indexed as ``flattened``, checked as a job event's.
 * A queue snapshot is an ``index`` with an id made of what identifies it (cluster, queue,
   worker, time, and the reason of a reason snapshot), so a redelivery rewrites the same
   document.
@@ -203,6 +206,8 @@ class Converter:
             return self.event(record, origin)
         if family is Family.NODES:
             return self.node(record, origin)
+        if family is Family.NODE_EVENTS:
+            return self.node_event(record, origin)
         return self.snapshot(record, origin)
 
     def undated_index(self) -> str:
@@ -259,6 +264,21 @@ class Converter:
             family=Family.NODES, op=Op.INDEX, index=self.nodes_index(),
             doc_id=node_doc_id(doc), source=_without_nulls(doc),
             version=_revision("node", doc), origin=origin,
+        )
+
+    def node_event(self, event: Mapping[str, Any], origin: Any = None) -> Action:
+        _require_str(event, "cluster", "node", "event_id")
+        ts = event.get("timestamp")
+        if isinstance(ts, bool) or not isinstance(ts, int):
+            raise DocumentError("bad_time", f"node event timestamp must be epoch "
+                                            f"milliseconds, got {ts!r}")
+        month = _month("node event timestamp", ts)
+        source = _without_nulls(event)
+        source["context"] = _json_object("context", source.get("context", "{}"))
+        return Action(
+            family=Family.NODE_EVENTS, op=Op.CREATE,
+            index=index_name(self.prefix, Family.NODE_EVENTS, self.generation, month),
+            doc_id=bounded_id(str(event["event_id"])), source=source, origin=origin,
         )
 
     def node_gone(self, key: bytes | str | None, origin: Any = None) -> Action:

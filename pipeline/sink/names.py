@@ -1,12 +1,13 @@
 """Names of jobstream's Elasticsearch indices and aliases (pure).
 
-Four index families, each a set of indices of one *generation* behind one alias: monthly
-indices for three of them, a single ``current`` index for the nodes::
+Five index families, each a set of indices of one *generation* behind one alias: monthly
+indices for four of them, a single ``current`` index for the nodes::
 
     <prefix>hpc-jobs-<gen>-2026.11         alias <prefix>hpc-jobs
     <prefix>hpc-job-events-<gen>-2026.11   alias <prefix>hpc-job-events
     <prefix>hpc-queue-snapshots-<gen>-2026.11  alias <prefix>hpc-queue-snapshots
     <prefix>hpc-nodes-<gen>-current        alias <prefix>hpc-nodes
+    <prefix>hpc-node-events-<gen>-2026.11  alias <prefix>hpc-node-events
 
 The sink writes to the concrete index and everybody reads through the alias; a replay
 writes a new generation (``v2``) beside the live one and then moves the aliases.
@@ -15,6 +16,8 @@ A job document lives in the month of its ``t_submit``, a function of the job tha
 changes, because external versions are checked per index: a job spread over two months
 would have two documents. A job whose submit time is not known yet lives in the
 ``undated`` index of its generation until a revision with ``t_submit`` moves it.
+
+A node event, like a job event, lives in the month of its own time (``timestamp``).
 
 A node document (one per cluster and node, its current state) has no time of its own to
 be filed under, and is few (one per node, not per job): all of a generation's live in one
@@ -100,6 +103,8 @@ class Family(StrEnum):
     #: node documents (issue 36), one per (cluster, node): the sink keeps them in one
     #: ``<prefix>hpc-nodes-<gen>-current`` index of each generation behind this alias
     NODES = "hpc-nodes"
+    #: node events (issue 36), one per ``event_id``, monthly by their time as job events
+    NODE_EVENTS = "hpc-node-events"
 
 
 #: Families of one index per generation (:data:`CURRENT`) instead of one per month.

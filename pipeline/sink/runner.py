@@ -1,13 +1,13 @@
 """The sink's consumer loop: Kafka topics -> Elasticsearch, offsets committed after acks.
 
-One process consumes ``hpc.jobs.state``, ``hpc.jobs.events``, ``hpc.queue.snapshots`` and
-``hpc.nodes.state`` (consumer group ``<worker.app_id>-sink``; more processes share the
-partitions), gathers a batch (``sink.max_batch`` records, ``sink.flush_interval_s`` after
-its first record, or as soon as a poll of ``sink.quiet_s`` brings nothing more) and
-flushes it. Records that cannot be decoded or turned into documents, and documents
-Elasticsearch rejects for their content, go to the DLQ; the stream goes on. A tombstone of
-a job (aged out of the state topic) writes nothing: the document is history. A tombstone
-of a node deletes its document (:mod:`.converter`).
+One process consumes ``hpc.jobs.state``, ``hpc.jobs.events``, ``hpc.queue.snapshots``,
+``hpc.nodes.state`` and ``hpc.nodes.events`` (consumer group ``<worker.app_id>-sink``; more
+processes share the partitions), gathers a batch (``sink.max_batch`` records,
+``sink.flush_interval_s`` after its first record, or as soon as a poll of ``sink.quiet_s``
+brings nothing more) and flushes it. Records that cannot be decoded or turned into
+documents, and documents Elasticsearch rejects for their content, go to the DLQ; the
+stream goes on. A tombstone of a job (aged out of the state topic) writes nothing: the
+document is history. A tombstone of a node deletes its document (:mod:`.converter`).
 
 While Elasticsearch is unreachable the flush blocks and retries; the consumer's partitions
 are paused and it keeps polling, so the group does not evict it. SIGTERM/SIGINT
@@ -119,6 +119,7 @@ class SinkRunner:
             cfg.topics.events: (Family.EVENTS, codecs["events"]),
             cfg.topics.snapshots: (Family.SNAPSHOTS, codecs["snapshots"]),
             cfg.topics.nodes: (Family.NODES, codecs["nodes"]),
+            cfg.topics.node_events: (Family.NODE_EVENTS, codecs["node_events"]),
         }
         self._clock = clock
         self._tracker = OffsetTracker()

@@ -11,7 +11,10 @@ The node documents are the node fold's (``fold_nodes``) of Slurm node polls pars
 (tests/data/slurm, six nodes: draining, idle, down, drained, powered down, allocated)
 made the workload's Slurm cluster's poll (:func:`node_output`), indexed where the sink
 keeps them (``<prefix>hpc-nodes-v1-current`` behind the alias ``<prefix>hpc-nodes``,
-the sink's contract of issue 36) with their revision as external version.
+the sink's contract of issue 36) with their revision as external version. The node
+events of those polls are indexed as the sink writes them (its ``Converter``: monthly
+``<prefix>hpc-node-events-v1-YYYY.MM`` by their time, id ``event_id``), their documents
+the worker's (``event_document``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from pipeline.core.model import JobEvent
 from pipeline.core.nodes import NodeEvent
 from pipeline.core.snapshots import build_snapshots, summarize
 from pipeline.fold import JobFold
-from pipeline.fold.nodes import fold_nodes, node_doc_id
+from pipeline.fold.nodes import event_document, fold_nodes, node_doc_id
 from pipeline.parsers import parse_record
 from pipeline.sink.client import BulkClient
 from pipeline.sink.converter import Action, Converter, Op
@@ -59,6 +62,7 @@ class Indexed:
     jobs: list[dict[str, Any]]
     snapshots: list[dict[str, Any]]
     nodes: list[dict[str, Any]] = field(default_factory=list)
+    node_events: list[dict[str, Any]] = field(default_factory=list)
 
     def states(self) -> Counter[str]:
         return Counter(str(d["state"]) for d in self.jobs)
@@ -112,7 +116,9 @@ def pipeline_output(spec: WorkloadSpec, now: float) -> Indexed:
             summaries[ev.key] = summarize(jf.documents()[-1])
     take_snapshots(now)
     jobs = [doc for jf in folds.values() for doc in jf.documents()]
-    return Indexed(events, jobs, snapshots, node_output(jobs, now, spec.slurm_clusters[0]))
+    node_events = node_output(jobs, now, spec.slurm_clusters[0])
+    return Indexed(events, jobs, snapshots, fold_nodes(node_events),
+                   [event_document(ev) for ev in node_events])
 
 
 def _slurm_hosts(jobs: Iterable[Mapping[str, Any]], cluster: str) -> list[str]:
@@ -123,8 +129,8 @@ def _slurm_hosts(jobs: Iterable[Mapping[str, Any]], cluster: str) -> list[str]:
 
 
 def node_output(jobs: Iterable[Mapping[str, Any]], now: float, cluster: str
-                ) -> list[dict[str, Any]]:
-    """The node documents of two polls of ``cluster``: the recorded document, its nodes
+                ) -> list[NodeEvent]:
+    """The node events of two polls of ``cluster``: the recorded document, its nodes
     renamed (in its order) to hosts the jobs ran on, failed jobs' hosts first, and its
     times moved so that it was polled :data:`NODE_POLL_AGO_S` ago (the drains and the
     down are minutes older); and one :data:`IDLE_POLL_BEFORE_S` before it that saw the
@@ -150,7 +156,7 @@ def node_output(jobs: Iterable[Mapping[str, Any]], now: float, cluster: str
     for doc in (idle, poll):
         events += parse_record("slurm-nodes", json.dumps(doc).encode(), cluster=cluster,
                                received_at=float(doc["last_update"]["number"]))
-    return fold_nodes(events)
+    return events
 
 
 def index_all(es: Elasticsearch, prefix: str, data: Indexed) -> None:
@@ -161,6 +167,7 @@ def index_all(es: Elasticsearch, prefix: str, data: Indexed) -> None:
     actions += [conv.event(e.to_dict()) for e in data.events]
     actions += [conv.snapshot(s) for s in data.snapshots]
     actions += [_node_action(prefix, d) for d in data.nodes]
+    actions += [conv.node_event(e) for e in data.node_events]
     _write(BulkClient(es), actions)
     es.indices.refresh(index=",".join(alias_name(prefix, f) for f in Family))
 

@@ -16,6 +16,7 @@ from datafiles import REPO
 from elasticsearch import Elasticsearch
 
 from pipeline.codecs.codec import codecs_from_config
+from pipeline.codecs.wire import Wire
 from pipeline.fold.nodes import fold_nodes
 from pipeline.parsers import parse_record
 from pipeline.runtime.config import Config
@@ -36,7 +37,8 @@ def create_topics(cfg: Config, partitions: int = 2) -> None:
     new = [NewTopic(t, partitions, 1, config={"cleanup.policy": "compact"})
            for t in (cfg.topics.state, cfg.topics.nodes)]
     new += [NewTopic(t, partitions, 1)
-            for t in (cfg.topics.events, cfg.topics.snapshots, cfg.topics.dlq)]
+            for t in (cfg.topics.events, cfg.topics.snapshots, cfg.topics.node_events,
+                      cfg.topics.dlq)]
     for future in admin.create_topics(new, operation_timeout=30).values():
         future.result(timeout=60)
 
@@ -79,10 +81,9 @@ def snapshot_doc(k: int, worker: str = "w1") -> dict[str, Any]:
 SLURM_NODES = REPO / "tests" / "data" / "slurm" / "nodes_v0.0.41_24.05.json"
 
 
-def node_revisions() -> list[dict[str, dict[str, Any]]]:
-    """NodeState documents of four polls of :data:`SLURM_NODES` (gpu02 drained, resumed,
-    then downed between them), folded as the worker folds them: item ``k`` maps each
-    node's id to its document after poll ``k`` (revision ``k + 1``)."""
+def node_polls() -> list[list[Any]]:
+    """The node events of four polls of :data:`SLURM_NODES` (gpu02 drained, resumed, then
+    downed between them), one list per poll."""
     base = json.loads(SLURM_NODES.read_text())
     t = base["last_update"]["number"]
 
@@ -98,15 +99,25 @@ def node_revisions() -> list[dict[str, dict[str, Any]]]:
         {"state": ["DOWN"], "reason": "Kill task failed", "reason_changed_at": at(t + 280),
          "reason_set_by_user": "slurm"},
     ]
-    events: list[Any] = []
-    out: list[dict[str, dict[str, Any]]] = []
+    out: list[list[Any]] = []
     for k, change in enumerate(changes):
         poll = copy.deepcopy(base)
         poll["last_update"] = at(t + 100 * k)
         for node in poll["nodes"]:
             if node["name"] == "gpu02":
                 node.update(change)
-        events += parse_record("slurm-nodes", json.dumps(poll).encode(), cluster="c1")
+        out.append(parse_record("slurm-nodes", json.dumps(poll).encode(), cluster="c1"))
+    return out
+
+
+def node_revisions() -> list[dict[str, dict[str, Any]]]:
+    """NodeState documents of the four polls of :func:`node_polls`, folded as the worker
+    folds them: item ``k`` maps each node's id to its document after poll ``k`` (revision
+    ``k + 1``)."""
+    events: list[Any] = []
+    out: list[dict[str, dict[str, Any]]] = []
+    for poll in node_polls():
+        events += poll
         out.append({f"{d['cluster']}:{d['node']}": d for d in fold_nodes(events)})
     return out
 
@@ -141,6 +152,12 @@ class Feed:
     def node(self, doc: dict[str, Any]) -> None:
         self.raw(self.cfg.topics.nodes, f"{doc['cluster']}:{doc['node']}",
                  self.codecs["nodes"].encode(doc))
+
+    def node_event(self, doc: dict[str, Any]) -> None:
+        """A node event document (:func:`pipeline.fold.nodes.event_document`) as the
+        worker writes it (Wire.encode_node_event: context as JSON text)."""
+        self.raw(self.cfg.topics.node_events, f"{doc['cluster']}:{doc['node']}",
+                 Wire(self.cfg, self.codecs).encode_node_event(doc))
 
     def indexed(self, doc: dict[str, Any], codec: str = "state") -> dict[str, Any]:
         """What the sink should index for a ``codec`` value (JobState unless said) ``doc``:
@@ -207,7 +224,7 @@ def uncommitted(cfg: Config) -> int:
     """Records of the sink's topics the sink group has not committed."""
     total = 0
     for topic in (cfg.topics.state, cfg.topics.events, cfg.topics.snapshots,
-                  cfg.topics.nodes):
+                  cfg.topics.nodes, cfg.topics.node_events):
         done = committed(cfg, topic)
         total += sum(end - done[p] for p, end in end_offsets(cfg, topic).items())
     return total

@@ -52,7 +52,7 @@ NO_JOB_SELECTED = {(JOB_BOARD, title, "A") for title in (
 NODE_BOARD = "jobstream: node details"
 #: The node dashboard's targets, all empty until a node is given, as the job's
 NO_NODE_SELECTED = {(NODE_BOARD, title, "A") for title in (
-    "State now", "Time in each state", "Its jobs", "Its failed jobs")}
+    "State now", "Time in each state", "State timeline", "Its jobs", "Its failed jobs")}
 DOWN_OR_DRAINED = ("drained", "draining", "down")
 
 
@@ -135,6 +135,14 @@ def test_every_shipped_panel_is_ok_and_shows_data(stack_cfg: Config, indexed: In
         n["state_s"]["drained"] + n["state_s"]["draining"] > 0 for n in nodes) > 0
     assert hits("Its nodes now", board=JOB_BOARD) == len(indexed.documented_nodes(job)) > 0
     assert hits("State now", board=NODE_BOARD) == 1
+    # node events: one per id; the drains and downs those of the polls that saw them
+    node_events = indexed.node_events
+    assert hits("Drains and downs per week, by reason") == sum(
+        e["episode"] is not None for e in node_events) > 0
+    assert hits("Node states over time") == sum(
+        e["state"] is not None for e in node_events) > 0
+    assert hits("State timeline", board=NODE_BOARD) == sum(
+        e["node"] == node["node"] for e in node_events) == 2
     on_node = [d for d in jobs if node["node"] in (d["nodelist"] or ())]
     assert hits("Its jobs", board=NODE_BOARD) == len(on_node) > 0
     assert hits("Its failed jobs", board=NODE_BOARD) == sum(

@@ -6,6 +6,7 @@ test's own topics; the sink writes the test's own indices (``stack_cfg`` isolate
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -23,6 +24,7 @@ from sink_feed import (
     event_doc,
     index_of,
     job_doc,
+    node_polls,
     node_revisions,
     read_dlq,
     run_sink,
@@ -30,8 +32,9 @@ from sink_feed import (
     uncommitted,
 )
 
+from pipeline.fold.nodes import event_document
 from pipeline.runtime.config import Config
-from pipeline.sink.names import Family, alias_name
+from pipeline.sink.names import Family, alias_name, month_of
 from pipeline.sink.runner import SinkRunner
 from pipeline.sink.templates import ensure_indices, swap_aliases
 
@@ -224,6 +227,43 @@ def test_node_states_become_documents_and_a_newer_revision_wins_whatever_the_ord
     feed.flush()
     assert drain(cfg).stats.tombstones == 1
     assert set(all_docs(es, nodes_alias)) == set(ids) - {"testcluster:cpu03"}
+
+
+def test_node_events_become_one_document_per_event_id_in_their_month(
+        cfg: Config, es: Elasticsearch) -> None:
+    """NodeEvent values as the worker writes them (the four polls' events, every one
+    twice, as after a worker's crash) reach ``hpc-node-events-v1-<month>`` once each by
+    event_id, created (a copy is refused, counted as a duplicate, not dead-lettered),
+    strict mapping and all: gpu02's drain and down with their state and episode."""
+    alias = alias_name(cfg.elasticsearch.index_prefix, Family.NODE_EVENTS)
+    events = [event_document(ev) for poll in node_polls() for ev in poll]
+    by_id = {d["event_id"]: d for d in events}
+    feed = Feed(cfg)
+    for doc in events:
+        feed.node_event(doc)
+    feed.flush()
+    drain(cfg)
+    for doc in events:
+        feed.node_event(doc)
+    feed.flush()
+    runner = drain(cfg)
+    assert runner.stats.dead_lettered == 0
+    assert runner.stats.duplicates == len(events)
+    docs = all_docs(es, alias)
+    assert set(docs) == set(by_id)
+    assert {i: {**d, "context": json.dumps(d["context"], separators=(",", ":"))}
+            for i, d in docs.items()} == {
+        i: feed.indexed({**d, "context": json.dumps(d["context"], separators=(",", ":"))},
+                        "node_events") for i, d in by_id.items()}
+    months = {month_of(d["timestamp"]) for d in events}
+    assert set(index_of(es, alias).values()) == {
+        f"{cfg.elasticsearch.index_prefix}hpc-node-events-v1-{m}" for m in months}
+    gpu02 = sorted((d for d in docs.values() if d["node"] == "gpu02"),
+                   key=lambda d: d["timestamp"])
+    assert [d.get("state") for d in gpu02][1:] == ["drained", "up", "down"]
+    cluster = gpu02[0]["cluster"]  # the document names its cluster
+    assert [d.get("episode", "").split("@")[0] for d in gpu02][1:] == [
+        f"{cluster}:gpu02:drain", "", f"{cluster}:gpu02:down"]
 
 
 def test_a_replay_generation_stays_out_of_the_aliases_until_swapped(

@@ -4,7 +4,8 @@ records delivered again, some records in the wrong partition (re-keyed through t
 canonical topic and read back), duplicates. Whatever happens, the last job state emitted
 for every job and the table's folds equal the offline fold; and likewise for the nodes of
 node records (Slurm polls) mixed in: the last node state emitted for every node and the
-nodes table's folds are fold_nodes' documents of all their events.
+nodes table's folds are fold_nodes' documents of all their events, and the node events
+written are every distinct node event, each copy written the same.
 
 The stage runs without Kafka: its collaborators are the table (a dict, as RocksDB keeps
 what was written before a kill), the outputs (kept in order, a flush confirms them) and
@@ -33,7 +34,7 @@ from pipeline.core.model import RawRecord
 from pipeline.core.nodes import NodeEvent
 from pipeline.fold import JobFold, doc_id, fold
 from pipeline.fold.node_state import NodeFold
-from pipeline.fold.nodes import fold_nodes, node_doc_id
+from pipeline.fold.nodes import event_document, fold_nodes, node_doc_id
 from pipeline.parsers.normalize import normalize
 from pipeline.runtime.config import Config
 from pipeline.tooling.workload import Workload, WorkloadSpec
@@ -44,6 +45,7 @@ RAW, CANONICAL = CFG.topics.raw, canonical(CFG)
 WIRE = Wire(CFG)
 STATE_CODEC = AvroCodec("JobState")
 NODE_CODEC = AvroCodec("NodeState")
+EVENT_CODEC = AvroCodec("NodeEvent")
 ENRICHER, ANONYMIZER = enricher(CFG), anonymizer(CFG)
 
 
@@ -263,3 +265,16 @@ def test_batches_kills_and_rekeying_give_the_offline_documents(
     node_folds = {key.decode(): NODE_CODEC.decode(NODE_CODEC.encode(
         NodeFold.from_dict(json.loads(v)).document() or {})) for key, v in node_table.items()}
     assert node_folds == want_nodes
+
+    # every node event on hpc.nodes.events, keyed by its node; its copies (redeliveries,
+    # kills) the same record, so the sink's create by event_id makes them one document
+    want_events = {ev.event_id: EVENT_CODEC.decode(WIRE.encode_node_event(event_document(ev)))
+                   for ev in _normalized(records) if isinstance(ev, NodeEvent)}
+    written: dict[str, bytes] = {}
+    for topic, key, value in outputs.confirmed:
+        if topic == CFG.topics.node_events:
+            assert value is not None
+            doc = EVENT_CODEC.decode(value)
+            assert key == f"{doc['cluster']}:{doc['node']}".encode()
+            assert written.setdefault(doc["event_id"], value) == value
+    assert {i: EVENT_CODEC.decode(v) for i, v in written.items()} == want_events

@@ -246,3 +246,72 @@ def test_node_events_cross_the_canonical_topic_in_their_wrapper() -> None:
     with pytest.raises(ParseError) as err:
         fit_node_event(replace(ev, reason="x" * 100), len(data))
     assert err.value.reason == "too-large"
+
+
+# --------------------------------------------------------------------------- node events
+
+NODE_EVENTS = AvroCodec("NodeEvent")
+
+
+def written_events(run: Run) -> list[tuple[bytes, dict[str, Any]]]:
+    out = []
+    for _, key, data, _ in run.to(CFG.topics.node_events):
+        assert key is not None and data is not None
+        out.append((key, NODE_EVENTS.decode(data)))
+    return out
+
+
+def test_each_node_event_folded_goes_to_the_node_events_topic_keyed_by_node() -> None:
+    """The recorded Flux journal and a Slurm poll: one NodeEvent per distinct event,
+    keyed cluster:node, its document the event's own (times in ms, context as JSON text);
+    a Slurm poll's state is the node's after it, a Flux event's none."""
+    run = Run()
+    records = [*journal_records(),
+               raw("slurm-nodes", slurm_poll(T, s0=(["MIXED", "DRAIN"], "bad DIMM")))]
+    for record in records:
+        run.take(record)
+    events = {ev.event_id: ev for record in records for ev in normalize(record)}
+    written = written_events(run)
+    assert {doc["event_id"] for _, doc in written} == set(events)
+    for key, doc in written:
+        ev = events[doc["event_id"]]
+        assert key == ev.key.encode()
+        assert doc["timestamp"] == round(ev.timestamp * 1000)
+        assert json.loads(doc["context"]) == ev.context
+        assert (doc["reason"], doc["reason_by"]) == (ev.reason, ev.by)
+    slurm = next(d for _, d in written if d["scheduler"] == "slurm")
+    assert (slurm["state"], slurm["episode"]) == ("draining", f"c:s0:drain@{T - 5}")
+    assert {d["state"] for _, d in written if d["scheduler"] == "flux"} == {None}
+    drains = [d for _, d in written if d["event"] == "drain"]
+    assert drains and all(d["episode"] == d["event_id"] for d in drains)
+    assert run.to(CFG.topics.events) == []
+
+
+def test_a_node_event_copy_is_written_again_as_the_same_record() -> None:
+    """As a job event's copy (agents/jobs.py): after a crash the table may hold events the
+    topic did not get, so a copy read again is written again, the same bytes (the sink's
+    create by event_id makes them one document)."""
+    run = Run()
+    poll = raw("slurm-nodes", slurm_poll(T, s0=(["IDLE"], None)))
+    run.take(poll, key=b"c:s0")
+    run.stage.recent = type(run.stage.recent)()  # a restarted worker's filter is empty
+    run.take(poll, key=b"c:s0")
+    first, second = run.to(CFG.topics.node_events)
+    assert first[1:3] == second[1:3]
+    assert NODE_EVENTS.decode(first[2] or b"")["state"] == "up"
+
+
+def test_a_node_events_reason_by_is_anonymized_by_the_user_policy(tmp_path: Any) -> None:
+    key = tmp_path / "key"
+    key.write_bytes(b"0123456789abcdef-site-key")
+    poll = raw("slurm-nodes", slurm_poll(T, s0=(["IDLE", "DRAIN"], "alice's test")))
+    cfg = CFG.replace(anonymize={"fields": {"user": "pseudonymize"}, "key_file": str(key)})
+    run = Run(cfg)
+    run.take(poll)
+    [(_, doc)] = written_events(run)
+    pseudonym = run.stage.emit.anonymizer.pseudonym("user", "alice")
+    assert doc["reason_by"] == pseudonym
+    assert "alice" not in doc["reason"] and "alice" not in doc["context"]
+    run = Run()  # the default policy keeps it
+    run.take(poll)
+    assert [d["reason_by"] for _, d in written_events(run)] == ["alice"]

@@ -72,6 +72,13 @@ SAMPLES: dict[str, dict[str, Any]] = {
                     "down": 0.0, "off": 0.0, "unknown": 0.0},
         "partitions": ["pbatch", "pdebug"], "revision": 3, "updated_at": 1700000100500,
     },
+    "NodeEvent": {
+        "cluster": "tioga", "scheduler": "slurm", "node": "tioga12", "event": "state",
+        "timestamp": 1700000050000, "source": "slurm-nodes", "event_id": "n1",
+        "reason": "bad DIMM", "reason_by": "root", "state": "draining",
+        "episode": "tioga:tioga12:drain@1700000045",
+        "context": '{"partitions":["pbatch"],"state":["MIXED","DRAIN"]}',
+    },
 }
 
 
@@ -135,7 +142,7 @@ def test_codecs_from_config_without_registry_use_single_object() -> None:
     codecs = codecs_from_config(Config())
     assert {k: c.name for k, c in codecs.items()} == {
         "raw": "RawRecord", "events": "JobEvent", "state": "JobState",
-        "snapshots": "QueueSnapshot", "nodes": "NodeState"}
+        "snapshots": "QueueSnapshot", "nodes": "NodeState", "node_events": "NodeEvent"}
     assert all(c.wire_format == "single-object" for c in codecs.values())
 
 

@@ -90,7 +90,7 @@ def test_datasource_provisioning() -> None:
     by_time = {(d.family, d.time_field) for d in DATASOURCES}
     assert {(Family.JOBS, "t_submit"), (Family.JOBS, "t_start"), (Family.JOBS, "t_end"),
             (Family.EVENTS, "@timestamp"), (Family.SNAPSHOTS, "timestamp"),
-            (Family.NODES, "since")} == by_time
+            (Family.NODES, "since"), (Family.NODE_EVENTS, "timestamp")} == by_time
 
 
 def test_dashboard_provider_points_where_compose_mounts_the_dashboards() -> None:

@@ -14,7 +14,7 @@ import pytest
 from pipeline.core.model import RawRecord
 from pipeline.dashboards import job, node, overview
 from pipeline.dashboards.check import Checker, PanelAnswer, PanelReport, Status, TargetReport
-from pipeline.dashboards.datasources import JOBS_BY_END, JOBS_BY_SUBMIT, NODES
+from pipeline.dashboards.datasources import JOBS_BY_END, JOBS_BY_SUBMIT, NODE_EVENTS, NODES
 from pipeline.dashboards.grafana_query import lucene_values, substitute, variable_values
 from pipeline.dashboards.grafana_time import TimeRange
 from pipeline.dashboards.overview_nodes import NODES_NOW
@@ -98,6 +98,39 @@ def test_node_hours_in_drain_add_drained_and_draining_of_the_same_nodes() -> Non
                  "type": "math", "expression": "($A + $B) / 3600"}
 
 
+def test_the_node_events_row_counts_each_drain_once_and_nodes_by_state_over_time() -> None:
+    panels = {p["title"]: p for p in _row(OVERVIEW, "Nodes (node events)")}
+    assert set(panels) == {"Drains and downs per week, by reason", "Node states over time"}
+    (drains,) = panels["Drains and downs per week, by reason"]["targets"]
+    assert drains["datasource"]["uid"] == NODE_EVENTS.uid and NODE_EVENTS.time_field == (
+        "timestamp")
+    assert drains["query"] == "episode:* AND (cluster:$cluster)"
+    # a unique count of episodes: the polls of one Slurm drain are one drain
+    assert [(m["type"], m["field"]) for m in drains["metrics"]] == [("cardinality", "episode")]
+    assert [(b["type"], b["field"], b["settings"].get("interval"), b["settings"].get(
+        "missing")) for b in drains["bucketAggs"]] == [
+        ("terms", "reason", None, "-"), ("date_histogram", "timestamp", "1w", None)]
+    (states,) = panels["Node states over time"]["targets"]
+    assert states["query"] == "state:* AND (cluster:$cluster)"
+    assert [(m["type"], m["field"]) for m in states["metrics"]] == [("cardinality", "node")]
+    assert [(b["type"], b["field"]) for b in states["bucketAggs"]] == [
+        ("terms", "state"), ("date_histogram", "timestamp")]
+    # no text says the index is missing any more
+    texts = " ".join(p.get("description", "") for p in OVERVIEW["panels"] + NODE["panels"])
+    assert "an index of them" not in texts and "need the node events" not in texts
+
+
+def test_the_state_timeline_shows_the_nodes_events_oldest_first_with_state_and_reason(
+        ) -> None:
+    p = _panel(NODE, "State timeline")
+    (t,) = p["targets"]
+    assert [m["type"] for m in t["metrics"]] == ["raw_data"]
+    organize, sort = p["transformations"]
+    assert list(organize["options"]["indexByName"])[:5] == [
+        "timestamp", "event", "state", "reason", "reason_by"]
+    assert sort["options"]["sort"] == [{"field": "timestamp", "desc": False}]
+
+
 # --------------------------------------------------------------------------- the node page
 
 
@@ -114,9 +147,13 @@ def test_the_node_page_names_one_node_as_a_phrase_and_finds_its_jobs_by_node_lis
         if t["datasource"]["uid"] == NODES.uid:
             assert t["query"] == 'node:"$node" AND (cluster:$cluster)'
             assert p["timeFrom"] == NODES_NOW
+        elif t["datasource"]["uid"] == NODE_EVENTS.uid:  # its events in the range
+            assert t["query"] == 'node:"$node" AND (cluster:$cluster)'
+            assert "timeFrom" not in p
         else:
             assert t["query"].endswith('nodelist:"$node" AND (cluster:$cluster)')
     assert sources == {"State now": NODES.uid, "Time in each state": NODES.uid,
+                       "State timeline": NODE_EVENTS.uid,
                        "Its jobs": JOBS_BY_SUBMIT.uid, "Its failed jobs": JOBS_BY_END.uid}
     failed = _panel(NODE, "Its failed jobs")["targets"][0]["query"]
     assert failed.startswith(overview.FAILED + " AND ")

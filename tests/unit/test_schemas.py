@@ -196,6 +196,26 @@ def test_job_state_v7_user_annotations_read_older_data_as_none() -> None:
     assert old == {**doc, "user_annotations": None, "user_annotations_dropped": None}
 
 
+def test_node_event_fields_match_their_template_context_as_flattened() -> None:
+    """NodeEvent v1 (hpc.nodes.events) and hpc-node-events: the same fields (strict), times
+    as epoch-millisecond dates, context JSON text in Avro and a flattened object indexed,
+    as a job event's."""
+    path = ROOT / "schemas" / "elasticsearch" / "hpc-node-events.json"
+    props = json.loads(path.read_text())["mappings"]["properties"]
+    schema = load_schema("NodeEvent")
+    fields = {f["name"]: f["type"] for f in schema.current["fields"]}
+    assert set(props) == set(fields)
+    assert props["timestamp"] == {"type": "date", "format": "epoch_millis"}
+    assert fields["timestamp"] == "long" and fields["context"] == "string"
+    assert props["context"]["type"] == "flattened"
+    for name, avro_type in fields.items():
+        if name != "context":
+            assert _ES_TO_AVRO[props[name]["type"]] == _avro_base(avro_type), name
+    assert list(schema.history) == [1]
+    from pipeline.fold.nodes import EVENT_FIELDS
+    assert tuple(fields) == EVENT_FIELDS  # the worker's documents, in the schema's order
+
+
 def test_node_state_v2_events_dropped_reads_older_data_as_zero() -> None:
     """NodeState v2 added events_dropped (the events the worker's bounded node fold could
     not fold in order): a v1 document reads with 0, none dropped, and a v2 one keeps it."""
