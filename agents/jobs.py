@@ -48,6 +48,26 @@ goes, as it is folded, to ``hpc.nodes.events`` (keyed ``cluster:node``), as a jo
 to ``hpc.jobs.events``: a copy too, which the sink's ``create`` by ``event_id`` makes one
 document (after a crash the table may hold events the topic did not get).
 
+**Allocations.** A Flux node drained while it runs a job is ``draining`` (``flux resource
+status`` asks the scheduler), which the resource journal does not tell: the jobs' ``alloc``
+and ``free`` do. When the stage folds a Flux job's ``alloc`` or ``free`` it derives, from
+the job's state, the node events ``alloc`` / ``free`` of every host of its allocation
+(:func:`pipeline.parsers.flux_resource.allocation_events`), and each takes the node path
+above: folded here when the job's message is in the node's partition too, else re-keyed
+through the canonical topic. Derived from the job's state, not in normalize, because
+that is the one place the allocation is known whatever the order: a live ``free``
+response carries no R (only the ``alloc``'s does, docs/flux.md), a job's ``alloc`` and
+``free`` come in separate records, in any order, some re-keyed, and only the job's state
+holds both, with the allocation's hosts in the ``alloc``'s ``nodelist`` fact (R's own,
+kept when an over-large event loses its R). A ``free`` folded before its ``alloc`` gives
+nothing then, and its node events come with the ``alloc``'s. The node events' ids hash
+host, name, job and time: derived again (a copy of the job event, a replay, the ``alloc``'s
+again at the ``free``) they are the same events, which the node fold counts once; an
+exact copy already sent or folded in this run is skipped (:class:`RecentIds`). Hosts are
+R's names: an instance whose R names other hosts than its brokers (a test instance, R by
+hwloc) has its jobs' allocations on R's hosts. Slurm jobs give none: a Slurm poll states
+whether a node is allocated.
+
 Timers: queue snapshots of this worker's partitions every ``worker.snapshot_interval_s``,
 and the expiry of finished jobs after ``worker.done_grace_s`` (a control message through
 the canonical topic, since a table may only change inside its stream).
@@ -75,7 +95,14 @@ from typing import Any
 
 from agents.active_jobs import ActiveJobs
 from agents.batch import BEHIND_RECORDS, STATE_BATCH, STATE_FLUSH_S, Batch, BatchCounters
-from agents.canonical import Event, RecentIds, Rejected, canonical_events, decode_item
+from agents.canonical import (
+    Event,
+    RecentIds,
+    Rejected,
+    canonical_events,
+    decode_item,
+    fit_node_event,
+)
 from agents.context import Sender, WorkerContext
 from agents.dead_letters import DeadLetters
 from agents.emit import Emitter
@@ -93,12 +120,16 @@ from pipeline.core.snapshots import summarize
 from pipeline.fold import JobFold
 from pipeline.fold.node_state import NodeFold
 from pipeline.kafka.topics import canonical_topic
+from pipeline.parsers.flux_resource import allocation_events
 from pipeline.runtime.config import Config
 from pipeline.runtime.crashguard import CrashGuard
 from pipeline.runtime.errors import ServiceError
 from pipeline.runtime.metrics import WORKER_DUPLICATES_DROPPED, LastEventTime
 
 __all__ = ["JobsStage", "as_current", "register"]
+
+#: a Flux job's events that give node events (module docstring, "Allocations")
+_ALLOCATION = frozenset({"alloc", "free"})
 
 
 class as_current:  # noqa: N801 - used as a context manager, like contextlib's
@@ -324,6 +355,23 @@ class JobsStage:
         self.emit.event(key, ev, self._job)
         self.batch.sent[self.topics.events] += 1
         self._last_event.saw(ev.cluster, ev.timestamp)
+        if ev.scheduler == "flux" and ev.event in _ALLOCATION:
+            self._allocations(message, fold)
+
+    def _allocations(self, message: Any, fold: JobFold) -> None:
+        """The node events of a Flux job's ``alloc`` and ``free`` (module docstring,
+        "Allocations"), each folded here if ``message`` is in its node's partition, else
+        re-keyed; one already sent or folded in this run is not again."""
+        for nev in allocation_events(fold.events()):
+            _, data = fit_node_event(nev, self.max_bytes)
+            if self.recent.seen(data):
+                continue
+            key = nev.key.encode()
+            if self.home.holds_key(message, key):
+                self._fold_node(key, message, nev)
+            else:
+                self.outputs.send(self.canonical, key, data)
+                self.batch.sent[self.canonical] += 1
 
     def _fold_node(self, key: bytes, message: Any, ev: NodeEvent) -> None:
         entry = self.batch.nodes.get(key)
@@ -335,8 +383,9 @@ class JobsStage:
         self.batch.nodes[key] = (message, fold)
         self.batch.events += 1
         self.batch.folded[ev.cluster] += 1
-        self.emit.node_event(key, ev)
-        self.batch.sent[self.topics.node_events] += 1
+        if ev.event not in _ALLOCATION:  # a job's alloc and free are in hpc.jobs.events
+            self.emit.node_event(key, ev)
+            self.batch.sent[self.topics.node_events] += 1
 
     def _job(self, key: bytes) -> JobFold:
         """The job's fold as this batch left it (its table entry is written at the end of

@@ -103,6 +103,14 @@ class Home:
     def holds(self, message: Any) -> bool:
         if message.key is None:
             return False
+        return self.holds_key(message, message.key)
+
+    def holds_key(self, message: Any, key: bytes) -> bool:
+        """Whether events of ``key`` may be folded where ``message`` was read: its topic
+        is partitioned as the table (the canonical topic always is) and ``message`` is in
+        ``key``'s partition (a Flux job's allocation names other keys than its own)."""
+        if message.topic == self.canonical:
+            return job_partition(key, self.partitions) == message.partition
         if self._raw_partitions is None:
             self._raw_partitions = self.kafka.topic_partitions(self.raw)
             if self._raw_partitions is not None and self._raw_partitions != self.partitions:
@@ -110,4 +118,4 @@ class Home:
                                "(kafka.partitions): every raw record is re-keyed through %s",
                                self.raw, self._raw_partitions, self.partitions, self.canonical)
         return (self._raw_partitions == self.partitions
-                and job_partition(message.key, self.partitions) == message.partition)
+                and job_partition(key, self.partitions) == message.partition)

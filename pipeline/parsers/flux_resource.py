@@ -361,36 +361,54 @@ def allocation_events(events: Iterable[JobEvent],
                       hosts: Mapping[int, str] | None = None) -> list[NodeEvent]:
     """``alloc`` and ``free`` node events of Flux jobs, from their job events.
 
-    An ``alloc`` carrying R gives one ``alloc`` per node of R's ``R_lite`` ranks; the
-    job's ``free`` among ``events`` gives one ``free`` per node of that allocation (a
-    ``free`` whose ``alloc`` is not among them gives nothing: its nodes are unknown here).
-    Ranks are named by ``hosts`` (the resource journal's rank map, :attr:`RankMaps.hosts`),
-    which the job's R may contradict as the instance's does (module docstring); a rank
-    ``hosts`` lacks is named by R. The context holds ``job_id`` and ``rank``.
+    An ``alloc`` gives one ``alloc`` per node of its allocation; the job's ``free`` among
+    ``events`` gives one ``free`` per node of that allocation (a ``free`` whose ``alloc``
+    is not among them gives nothing: its nodes are unknown here). The nodes of an
+    ``alloc`` carrying R are its ``R_lite`` ranks named by ``hosts`` (the resource
+    journal's rank map, :attr:`RankMaps.hosts`), which the job's R may contradict as the
+    instance's does (module docstring); a rank ``hosts`` lacks is named by R. An ``alloc``
+    without R (as a job's state keeps it, or one whose R was dropped to fit the events
+    topic) has them in its ``nodelist`` fact, R's nodelist as the parser read it. The
+    context holds ``job_id``: a job is allocated a host, whichever of its ranks, so a host
+    of several ranks gets one event, and the same with or without R when ``hosts`` is not
+    given. ``event_id`` hashes (cluster, "flux", "node", host, name, job id, timestamp).
     """
-    allocs: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    allocs: dict[tuple[str, str], list[str]] = {}
     frees: list[JobEvent] = []
     out: list[NodeEvent] = []
     for ev in events:
         if ev.scheduler != "flux":
             continue
-        if ev.event == "alloc" and ev.R is not None:
-            r_hosts = _R_hosts(ev.R)
-            nodes = []
-            for rank in sorted(set(r_hosts) | set(_R_ranks(ev.R))):
-                host = (hosts or {}).get(rank) or r_hosts.get(rank)
-                if host is None:
-                    raise ParseError("unknown-ranks", f"job {ev.job_id}: rank {rank} of its R "
-                                     "has no host name")
-                nodes.append((rank, host))
-                out.append(_job_node_event(ev, "alloc", rank, host))
+        if ev.event == "alloc":
+            nodes = _alloc_hosts(ev, hosts)
+            if nodes is None:
+                continue
+            out += [_job_node_event(ev, "alloc", host) for host in nodes]
             allocs[(ev.cluster, ev.job_id)] = nodes
         elif ev.event == "free":
             frees.append(ev)
     for ev in frees:
-        for rank, host in allocs.get((ev.cluster, ev.job_id), ()):
-            out.append(_job_node_event(ev, "free", rank, host))
+        out += [_job_node_event(ev, "free", host)
+                for host in allocs.get((ev.cluster, ev.job_id), ())]
     return out
+
+
+def _alloc_hosts(ev: JobEvent, hosts: Mapping[int, str] | None) -> list[str] | None:
+    """The hosts of an ``alloc`` (once each, in rank order), None if it does not say."""
+    if ev.R is None:
+        nodelist = ev.facts.get("nodelist")
+        if not isinstance(nodelist, list):
+            return None
+        return list(dict.fromkeys(h for h in nodelist if isinstance(h, str)))
+    r_hosts = _R_hosts(ev.R)
+    nodes: list[str] = []
+    for rank in sorted(set(r_hosts) | set(_R_ranks(ev.R))):
+        host = (hosts or {}).get(rank) or r_hosts.get(rank)
+        if host is None:
+            raise ParseError("unknown-ranks", f"job {ev.job_id}: rank {rank} of its R "
+                             "has no host name")
+        nodes.append(host)
+    return list(dict.fromkeys(nodes))
 
 
 def _R_ranks(R: Mapping[str, Any]) -> list[int]:
@@ -398,9 +416,9 @@ def _R_ranks(R: Mapping[str, Any]) -> list[int]:
             for rank in _idset(entry.get("rank"), f"R.execution.R_lite[{i}].rank")]
 
 
-def _job_node_event(ev: JobEvent, name: str, rank: int, host: str) -> NodeEvent:
+def _job_node_event(ev: JobEvent, name: str, host: str) -> NodeEvent:
     return NodeEvent(
         cluster=ev.cluster, scheduler="flux", node=host, event=name, timestamp=ev.timestamp,
-        source=ev.source, context={"job_id": ev.job_id, "rank": rank},
+        source=ev.source, context={"job_id": ev.job_id},
         event_id=make_event_id(ev.cluster, "flux", "node", host, name, ev.job_id,
                                ev.timestamp))

@@ -82,7 +82,7 @@ from typing import Any
 
 from pipeline.core.fluid import f58_encode
 from pipeline.core.model import job_key, make_event_id
-from pipeline.tooling.workload_nodes import node_records
+from pipeline.tooling.workload_nodes import drained_after_jobs, node_records
 from pipeline.tooling.workload_records import (
     GeneratedRecord,
     NodeJob,
@@ -247,6 +247,8 @@ class Workload:
         self._node_usage = random.Random(f"{spec.seed}:node-usage")
         self._long = random.Random(f"{spec.seed}:long-jobs")
         self._nodes = random.Random(f"{spec.seed}:nodes")
+        #: (cluster, host) -> the times the Flux jobs on it were freed, for the node truth
+        self._flux_frees: dict[tuple[str, str], list[float]] = {}
         self._heap: list[tuple[float, int, int, GeneratedRecord]] = []
         self._events: dict[GeneratedRecord, dict[str, EventParts]] = {}
         self._n = 0
@@ -318,6 +320,7 @@ class Workload:
                     busy.setdefault(want["cluster"], set()).update(want["nodelist"])
             records, self.node_truth = node_records(self._nodes, clusters, busy,
                                                     spec.start, end)
+            drained_after_jobs(self.node_truth, self._flux_frees)
             for rec in records:
                 self._emit(rec, (), counted=False)
 
@@ -408,6 +411,8 @@ class Workload:
         if status & 0x7F == 0:
             truth["exit_code"] = exit_code
         self._flux_emit(cluster, jobid, events, jobspec, ta, r_v1)
+        for host in hosts:
+            self._flux_frees.setdefault((cluster, host), []).append(round(te + 0.51, 6))
         if self.spec.usage_interval_s is not None:
             # the run as the fold times it: from the alloc to the finish or the first
             # fatal exception, as the journal states them

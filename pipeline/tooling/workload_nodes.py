@@ -18,8 +18,10 @@ Per cluster, :data:`NODES` nodes named as the jobs name theirs (Flux ``<cluster>
 rank NNN; Slurm ``<cluster>-cNNN``), of which, at random times between ``start`` and the
 workload's last job record: :data:`DRAINED` stay drained, :data:`RESUMED` are drained and
 resumed, :data:`DOWN` go down. None of them is a node a long job runs on (those run past
-the end: a drained node running one would be ``draining``, which only a Flux edge
-following allocations tells).
+the end: a drained node running one would stay ``draining``). Other jobs do run on
+drained nodes: a Flux one is ``draining`` until its job's ``free`` (the worker folds the
+jobs' allocations), so its truth is ``drained`` since the last ``free`` after the drain
+(:func:`drained_after_jobs`); a Slurm poll of the workload states no allocation.
 
 The truth (:func:`node_truth`'s value, document id ``cluster:node`` -> fields) is what each
 node's document must say at the end: ``state``, ``drained``, ``reason``, ``reason_by`` and
@@ -31,14 +33,14 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pipeline.core.nodes import node_key
 from pipeline.tooling.workload_records import GeneratedRecord, hostlist_text
 
-__all__ = ["DOWN", "DRAINED", "NODES", "RESUMED", "node_records"]
+__all__ = ["DOWN", "DRAINED", "NODES", "RESUMED", "drained_after_jobs", "node_records"]
 
 #: nodes per cluster: every host a job of the workload can be given (first 0-63, up to 16)
 NODES = 80
@@ -180,6 +182,21 @@ def _slurm(cluster: str, plan: list[_Change], start: float
                                   node_key(cluster, node["name"]),
                                   _slurm_doc(cluster, t, [node])))
     return records, truth
+
+
+def drained_after_jobs(truth: dict[str, dict[str, Any]],
+                       frees: Mapping[tuple[str, str], Iterable[float]]) -> None:
+    """A drained Flux node is ``draining`` while it runs a job (the worker folds the jobs'
+    ``alloc`` and ``free``, agents/jobs.py "Allocations"), so it is ``drained`` since the
+    last ``free`` after its drain, if any: ``frees``, (cluster, host) -> the times its
+    jobs were freed, moves the truth's ``since`` of those nodes."""
+    for want in truth.values():
+        if want["scheduler"] != "flux" or want["state"] != "drained":
+            continue
+        later = [_ms(t) for t in frees.get((want["cluster"], want["node"]), ())
+                 if _ms(t) > want["since"]]
+        if later:
+            want["since"] = max(later)
 
 
 def node_records(rng: random.Random, clusters: Iterable[tuple[str, str]],

@@ -3,9 +3,12 @@ order, batches ended at any point, the worker killed at any point and the unackn
 records delivered again, some records in the wrong partition (re-keyed through the
 canonical topic and read back), duplicates. Whatever happens, the last job state emitted
 for every job and the table's folds equal the offline fold; and likewise for the nodes of
-node records (Slurm polls) mixed in: the last node state emitted for every node and the
-nodes table's folds are fold_nodes' documents of all their events, and the node events
-written are every distinct node event, each copy written the same.
+node records mixed in (Slurm polls; the workload's Flux resource journal and Slurm polls,
+drains among them) and of the Flux jobs' allocations (their ``alloc`` and ``free``, which
+the stage turns into node events, agents/jobs.py "Allocations"): the last node state
+emitted for every node and the nodes table's folds are fold_nodes' documents of all their
+events, the jobs' ``allocation_events`` with them; the node events written are every
+distinct node event, each copy written the same.
 
 The stage runs without Kafka: its collaborators are the table (a dict, as RocksDB keeps
 what was written before a kill), the outputs (kept in order, a flush confirms them) and
@@ -35,6 +38,7 @@ from pipeline.core.nodes import NodeEvent
 from pipeline.fold import JobFold, doc_id, fold
 from pipeline.fold.node_state import NodeFold
 from pipeline.fold.nodes import event_document, fold_nodes, node_doc_id
+from pipeline.parsers.flux_resource import allocation_events
 from pipeline.parsers.normalize import normalize
 from pipeline.runtime.config import Config
 from pipeline.tooling.workload import Workload, WorkloadSpec
@@ -105,10 +109,10 @@ def indexed(doc: dict[str, Any]) -> dict[str, Any]:
     return ANONYMIZER.document(ENRICHER.facts(doc))
 
 
-def workload(seed: int, jobs: int) -> list[tuple[bytes, bytes]]:
+def workload(seed: int, jobs: int, node_events: bool = False) -> list[tuple[bytes, bytes]]:
     codec = AvroCodec("RawRecord")
     spec = WorkloadSpec(seed=seed, jobs=jobs, rate=50.0, time_scale=0.01,
-                        start=1_795_000_000.0)
+                        start=1_795_000_000.0, node_events=node_events)
     return [(r.key.encode(), codec.encode(raw_to_avro(
         RawRecord(r.cluster, r.scheduler, r.format, r.time, r.payload, r.key))))  # type: ignore[arg-type]
         for r in Workload(spec).records()]
@@ -145,14 +149,18 @@ def _normalized(records: list[tuple[bytes, bytes]]) -> list[Any]:
     return [ev for _, value in records for ev in normalize(WIRE.decode_raw(value))]
 
 
+def _job_events(records: list[tuple[bytes, bytes]]) -> list[Any]:
+    return [fit_event(ev, CFG.worker.max_event_bytes)[0] for ev in _normalized(records)
+            if not isinstance(ev, NodeEvent)]
+
+
 def expected(records: list[tuple[bytes, bytes]]) -> dict[str, dict[str, Any]]:
-    events = [fit_event(ev, CFG.worker.max_event_bytes)[0] for ev in _normalized(records)
-              if not isinstance(ev, NodeEvent)]
-    return {doc_id(d): as_state(indexed(d)) for d in fold(events)}
+    return {doc_id(d): as_state(indexed(d)) for d in fold(_job_events(records))}
 
 
 def expected_nodes(records: list[tuple[bytes, bytes]]) -> dict[str, dict[str, Any]]:
     events = [ev for ev in _normalized(records) if isinstance(ev, NodeEvent)]
+    events += allocation_events(_job_events(records))
     return {node_doc_id(d): NODE_CODEC.decode(NODE_CODEC.encode(d)) for d in fold_nodes(events)}
 
 
@@ -229,11 +237,12 @@ def _deliver_canonical(outputs: Outputs, logs: dict[tuple[str, int], Log]) -> No
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 10_000), kills=st.integers(0, 3),
        flush_every=st.sampled_from([0.0, 0.02, 0.3]), duplicates=st.integers(0, 20),
-       polls=st.integers(0, 8))
+       polls=st.integers(0, 8), node_events=st.booleans())
 def test_batches_kills_and_rekeying_give_the_offline_documents(
-        seed: int, kills: int, flush_every: float, duplicates: int, polls: int) -> None:
+        seed: int, kills: int, flush_every: float, duplicates: int, polls: int,
+        node_events: bool) -> None:
     rng = random.Random(seed)
-    records = workload(seed, jobs=12) + node_polls(rng, polls)
+    records = workload(seed, jobs=12, node_events=node_events) + node_polls(rng, polls)
     records += [rng.choice(records) for _ in range(duplicates)]
     outputs, table, node_table = asyncio.run(run(records, rng, kills, flush_every))
     want = expected(records)

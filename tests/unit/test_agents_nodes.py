@@ -315,3 +315,128 @@ def test_a_node_events_reason_by_is_anonymized_by_the_user_policy(tmp_path: Any)
     run = Run()  # the default policy keeps it
     run.take(poll)
     assert [d["reason_by"] for _, d in written_events(run)] == ["alice"]
+
+
+JOB = b"fluxtest:51204063232"
+
+
+def job_records(hosts: dict[int, str]) -> list[RawRecord]:
+    """The recorded job journal of the ``memos`` job (one response per event), with its
+    R's nodelist named as the resource journal names the ranks: the recording's instance
+    is a test one, whose R (found by hwloc) names the real host ``vm`` for every broker,
+    where a real instance's R names its brokers' hosts (the worker has no rank map, and
+    takes R's names: agents/jobs.py, "Allocations")."""
+    out = []
+    for line in vector("flux", "real-0.88-memo-journal.jsonl").read_bytes().splitlines():
+        response = json.loads(line)
+        R = response.get("R")
+        if R is not None:
+            ranks = [int(e["rank"]) for e in R["execution"]["R_lite"]]
+            R["execution"]["nodelist"] = [hosts[rank] for rank in sorted(ranks)]
+        out.append(raw("flux-journal", json.dumps(response).encode(), "fluxtest", 0.0))
+    return out
+
+
+def _recorded_hosts() -> dict[int, str]:
+    from pipeline.parsers.flux_resource import RankMaps
+
+    maps = RankMaps()
+    for line in vector("flux", "real-0.88-resource-journal.jsonl").read_bytes().splitlines():
+        maps.record(line)
+    return maps.hosts
+
+
+def _allocations(records: list[RawRecord]) -> list[NodeEvent]:
+    from pipeline.parsers.flux_resource import allocation_events
+
+    return allocation_events(ev for r in records for ev in normalize(r)
+                             if not isinstance(ev, NodeEvent))
+
+
+def test_a_drained_node_running_a_flux_job_is_draining_until_the_job_s_free() -> None:
+    """The recorded resource journal and the job journal through the stage: node0, drained
+    while the job runs on it, is ``draining`` as ``flux resource status`` showed it; after
+    the job's ``free``, ``drained`` since then. The job's node events are re-keyed from its
+    partition to node0's, and the documents are fold_nodes' of all the events."""
+    hosts = _recorded_hosts()
+    nodes, jobs = journal_records(), job_records(hosts)
+    free = next(i for i, r in enumerate(jobs) if b'"name": "free"' in r.payload)
+    run = Run()
+    for record in nodes + jobs[:free]:
+        run.take(record, key=JOB if record.format == "flux-journal" else None)
+    node0 = run.node_docs()[b"fluxtest:node0"]
+    assert (node0["state"], node0["scheduler_state"], node0["allocated"]) == (
+        "draining", "draining", True)
+    assert job_partition(JOB, PARTITIONS) != job_partition(b"fluxtest:node0", PARTITIONS)
+    rekeyed = [decode_item(d or b"") for _, k, d, _ in run.to(run.stage.canonical)
+               if k == b"fluxtest:node0"]
+    assert [(ev.event, ev.context["job_id"]) for ev in rekeyed
+            if isinstance(ev, NodeEvent) and ev.source == "flux-journal"] == [
+        ("alloc", "51204063232")]
+
+    for record in jobs[free:]:
+        run.take(record, key=JOB)
+    events = [ev for r in nodes for ev in normalize(r)] + _allocations(jobs)
+    want = {f"{d['cluster']}:{d['node']}".encode(): as_written(d) for d in fold_nodes(events)}
+    assert run.node_docs() == want
+    node0 = want[b"fluxtest:node0"]
+    assert (node0["state"], node0["allocated"]) == ("drained", False)
+    assert node0["since"] == round(1796149904.034176 * 1000)
+    assert run.to(CFG.topics.dlq) == []
+
+
+def test_a_flux_job_s_allocation_is_the_same_copied_replayed_or_reordered() -> None:
+    """The job's records twice (a restarted worker's filter empty between), then again in
+    reverse (the free before the alloc): its node events are the same events, the node's
+    document the same as of one pass, and a node's revision counts each event once."""
+    hosts = _recorded_hosts()
+    nodes, jobs = journal_records(), job_records(hosts)
+    once = Run()
+    for record in nodes + jobs:
+        once.take(record, key=JOB)
+    run = Run()
+    for record in nodes + jobs:
+        run.take(record, key=JOB)
+    run.stage.recent = type(run.stage.recent)()
+    for record in jobs + jobs[::-1]:
+        run.take(record, key=JOB)
+    assert run.node_docs() == once.node_docs()
+    backwards = Run()
+    for record in jobs[::-1] + nodes:
+        backwards.take(record, key=JOB)
+    assert backwards.node_docs() == once.node_docs()
+    assert once.node_docs()[b"fluxtest:node0"]["state"] == "drained"
+
+
+def test_a_flux_job_in_its_node_s_partition_folds_its_node_events_there() -> None:
+    """A job whose key's partition is its node's: the node events are folded where the
+    job's record is read, none re-keyed."""
+    node_partition = job_partition(b"c:node0", PARTITIONS)
+    job_id = next(str(i) for i in range(1, 10_000)
+                  if job_partition(f"c:{i}".encode(), PARTITIONS) == node_partition)
+    R = {"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}],
+                                     "starttime": T, "expiration": 0.0,
+                                     "nodelist": ["node0"]}}
+    run = Run()
+    for name, t, extra in (("alloc", T, {"R": R}), ("free", T + 5, {})):
+        response = {"id": int(job_id), "events": [{"timestamp": t, "name": name,
+                                                   "context": {}}], **extra}
+        run.take(raw("flux-journal", json.dumps(response).encode()),
+                 key=f"c:{job_id}".encode())
+    assert run.to(run.stage.canonical) == []
+    doc = run.node_docs()[b"c:node0"]
+    assert (doc["allocated"], doc["revision"], doc["since"]) == (False, 2, T * 1000)
+
+
+def test_slurm_jobs_give_no_node_events() -> None:
+    """A Slurm node's polls say whether it is allocated: its jobs' allocs change no node."""
+    from pipeline.tooling.workload import Workload, WorkloadSpec
+
+    records = list(Workload(WorkloadSpec(seed=3, jobs=6, start=T, flux_clusters=(),
+                                         slurm_clusters=("sl",))).records())
+    assert any(b"alloc" in r.payload for r in records)
+    run = Run()
+    for r in records:
+        run.take(RawRecord(r.cluster, r.scheduler, r.format, r.time, r.payload, r.key),  # type: ignore[arg-type]
+                 key=r.key.encode())
+    assert run.to(CFG.topics.state) and run.node_docs() == {}

@@ -8,9 +8,10 @@ from collections import Counter
 
 import pytest
 
-from pipeline.core.nodes import node_key
+from pipeline.core.nodes import NodeEvent, node_key
 from pipeline.fold.nodes import fold_nodes
 from pipeline.parsers import parse_record
+from pipeline.parsers.flux_resource import allocation_events
 from pipeline.tooling.demo import DemoOptions
 from pipeline.tooling.verify import compare_nodes
 from pipeline.tooling.workload import GeneratedRecord, Workload, WorkloadSpec
@@ -29,15 +30,19 @@ def _node_records(w: Workload) -> list[GeneratedRecord]:
 
 
 def _documents(records: list[GeneratedRecord]) -> list[dict[str, object]]:
+    """The node documents of the node records, and of the Flux jobs' allocations among
+    ``records`` as the worker derives them (agents/jobs.py, "Allocations")."""
     events = [ev for r in records
               for ev in parse_record(r.format, r.payload, cluster=r.cluster, received_at=r.time)]
-    return fold_nodes(events)
+    nodes = [ev for ev in events if isinstance(ev, NodeEvent)]
+    return fold_nodes(nodes + allocation_events(ev for ev in events
+                                                if not isinstance(ev, NodeEvent)))
 
 
 @pytest.mark.parametrize("seed", [1, 2, 7])
 def test_the_node_records_fold_into_the_node_truth(seed: int) -> None:
     w = _workload(seed, node_events=True)
-    result = compare_nodes(w.node_truth, _documents(_node_records(w)))
+    result = compare_nodes(w.node_truth, _documents(list(w.records())))
     assert result.ok, (result.missing, result.unexpected, result.examples)
     assert result.expected == 2 * NODES
     states = Counter((t["scheduler"], t["state"]) for t in w.node_truth.values())
