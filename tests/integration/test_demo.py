@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pipeline.fold import doc_id
 from pipeline.replay.readback import job_documents, jobs_alias, nodes_alias, refresh
 from pipeline.runtime.config import Config
 from pipeline.tooling.demo import DemoOptions
+from pipeline.tooling.stack.prometheus import PrometheusService
 from pipeline.tooling.verify import compare, compare_nodes
 
 #: what the issue asks the index to get right for every job
@@ -58,6 +60,14 @@ def test_the_index_holds_one_document_per_generated_job_as_generated(
     pages = sorted(p.parent.name for p in preview.glob("*/index.html"))
     assert pages == sorted(b["uid"] for b in render.dashboards() + render.metrics_dashboards())
     assert (preview / "jobstream-overview" / "dashboard.png").stat().st_size > 10_000
+    # a real Prometheus (the stack's, when built: ./run builds it) scraped the worker and
+    # the sink while the demo ran (issue 36)
+    if PrometheusService(cfg, []).installed():
+        for job in ("jobstream-worker", "jobstream-sink"):
+            assert re.search(rf"✓\s+{job}\s+scraped", output), output[-3000:]
+        assert re.search(r"the\s+worker\s+read\s+[1-9]\d*\s+raw\s+records", output)
+    else:
+        assert "Prometheus is not built" in output
 
 
 def test_ctrl_c_stops_the_worker_and_sink_the_demo_started(stack_cfg: Config,
