@@ -80,16 +80,17 @@ def test_ctrl_c_stops_the_worker_and_sink_the_demo_started(stack_cfg: Config,
     parent = psutil.Process(demo.pid)
     try:
         deadline = time.monotonic() + GUARD_S
-        # until the worker and the sink run and the workload is being published
-        while not (len(parent.children()) == 2 and (logs / "sink.log").exists()
+        # until the worker and the sink run and the workload is being published (beside
+        # them, the stack's Prometheus when the demo started it)
+        while not (len(_workers(parent)) == 2 and (logs / "sink.log").exists()
                    and _published(cfg) > 0):
             assert demo.poll() is None, demo.communicate()[0]
             assert time.monotonic() < deadline, "the demo did not start publishing"
             time.sleep(0.2)
-        children = parent.children()
         commands = sorted(next(a for a in c.cmdline() if a in ("worker", "sink"))
-                          for c in children)
+                          for c in _workers(parent))
         assert commands == ["sink", "worker"]
+        children = parent.children()
         demo.send_signal(signal.SIGINT)
         output = demo.communicate(timeout=GUARD_S)[0]
     finally:
@@ -102,6 +103,11 @@ def test_ctrl_c_stops_the_worker_and_sink_the_demo_started(stack_cfg: Config,
     assert "interrupted" in output
     for child in children:
         assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, child
+
+
+def _workers(parent: psutil.Process) -> list[psutil.Process]:
+    """The demo's ``jobstream worker`` and ``jobstream sink`` children."""
+    return [c for c in parent.children() if {"worker", "sink"} & set(c.cmdline())]
 
 
 def _published(cfg: Config) -> int:
