@@ -20,6 +20,11 @@ Elasticsearch targets are, ok otherwise. Query variables are checked like panels
 A Prometheus target (:mod:`pipeline.dashboards.promql`) is *broken* when Prometheus refuses
 or cannot evaluate its expression, *empty* when it returns no series, else *ok*. Without a
 Prometheus those targets are left aside, as not this check's to run.
+
+Grafana alert rules (:mod:`pipeline.dashboards.alerts`) are checked the same way: a rule's
+queries have the query model of a panel's targets, so each rule is checked as a panel of
+them, each query over its own relative time range; its reduce and threshold expressions
+must name a query of the rule, and so must its condition.
 """
 
 from __future__ import annotations
@@ -35,9 +40,11 @@ from typing import Any
 from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
 
 from pipeline.dashboards.answers import classify_error, error_of, has_data
+from pipeline.dashboards.builder import EXPR_DS
 from pipeline.dashboards.datasources import (
     DATASOURCES,
     MAX_CONCURRENT_SHARD_REQUESTS,
+    PROMETHEUS,
     DataSource,
     by_uid,
 )
@@ -234,7 +241,10 @@ class Checker:
     # -- panels
 
     def _check_panel(self, board: str, panel: Mapping[str, Any], values: Mapping[str, str],
-                     time_range: TimeRange) -> PanelAnswer:
+                     time_range: TimeRange, ranges: Mapping[str, TimeRange] | None = None
+                     ) -> PanelAnswer:
+        """``ranges``: refId -> a time range of that target's own (an alert rule's
+        queries each have theirs)."""
         span = self._panel_range(panel, time_range)
         refs = {str(t.get("refId")) for t in panel["targets"]}
         planned: list[_Planned] = []
@@ -250,10 +260,11 @@ class Checker:
                 reports.append(_check_expression(target, refs))
                 continue
             min_interval = str(panel.get("interval") or "")
+            own = (ranges or {}).get(str(target.get("refId")), span)
             if _is_prometheus(_source(target, panel)):
-                reports.append(self._check_promql(target, span, min_interval))
+                reports.append(self._check_promql(target, own, min_interval))
                 continue
-            item = self._plan(str(target.get("refId")), uid, target, span, min_interval)
+            item = self._plan(str(target.get("refId")), uid, target, own, min_interval)
             reports.append(item.report if isinstance(item, _Planned) else item)
             if isinstance(item, _Planned):
                 planned.append(item)
@@ -262,6 +273,42 @@ class Checker:
                              _panel_status(reports), reports)
         responses = {p.report.ref_id: p.response for p in planned if p.response is not None}
         return PanelAnswer(panel, report, targets, responses, span)
+
+    # -- alert rules
+
+    def check_alert_rules(self, provisioning: Mapping[str, Any]) -> list[PanelReport]:
+        """Every rule of an alert rule provisioning (``groups`` of ``rules``), each checked
+        like a panel whose targets are its queries and expressions: the Elasticsearch and
+        Prometheus queries run over their own ``relativeTimeRange`` ending at "now", the
+        expressions must name queries of the rule, and so must its condition."""
+        reports: list[PanelReport] = []
+        for group in provisioning.get("groups") or []:
+            board = f"alert rules: {group.get('name') or '?'}"
+            for rule in group.get("rules") or []:
+                reports.append(self._check_rule(board, rule))
+        return reports
+
+    def _check_rule(self, board: str, rule: Mapping[str, Any]) -> PanelReport:
+        targets: list[dict[str, Any]] = []
+        ranges: dict[str, TimeRange] = {}
+        for query in rule.get("data") or []:
+            ref = str(query.get("refId") or "")
+            uid = str(query.get("datasourceUid") or "")
+            targets.append({**(query.get("model") or {}), "refId": ref,
+                            "datasource": _rule_source(uid, self.sources)})
+            relative = query.get("relativeTimeRange") or {}
+            ranges[ref] = TimeRange(self.now_ms - int(relative.get("from") or 0) * 1000,
+                                    self.now_ms - int(relative.get("to") or 0) * 1000)
+        title = str(rule.get("title") or rule.get("uid") or "?")
+        panel = {"title": title, "targets": targets}
+        answer = self._check_panel(board, panel, {}, TimeRange(self.now_ms, self.now_ms),
+                                   ranges)
+        reports = list(answer.report.targets)
+        condition = str(rule.get("condition") or "")
+        if condition not in ranges:
+            reports.append(TargetReport("condition", "__expr__", Status.BROKEN, "bad-target",
+                                        f"condition {condition!r} is no query of the rule"))
+        return PanelReport(board, None, title, _panel_status(reports), reports)
 
     def _check_variable(self, board: str, var: Mapping[str, Any], values: Mapping[str, str],
                         time_range: TimeRange) -> PanelReport:
@@ -435,10 +482,28 @@ def panels_of(board: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return out
 
 
+def _rule_source(uid: str, sources: Sequence[DataSource]) -> dict[str, str]:
+    """An alert query's ``datasourceUid`` as a panel target's data source reference."""
+    if uid == EXPR_DS["uid"]:
+        return dict(EXPR_DS)
+    if uid == PROMETHEUS["uid"]:
+        return dict(PROMETHEUS)
+    ds = by_uid(uid, sources)
+    # an unknown uid keeps no type: the check calls it an unknown data source
+    return ds.ref() if ds is not None else {"uid": uid}
+
+
+#: expressions whose ``expression`` is one query's refId (``A``, or ``$A``), not math
+_ONE_REF_TYPES = frozenset({"reduce", "threshold", "resample"})
+
+
 def _check_expression(target: Mapping[str, Any], refs: set[str]) -> TargetReport:
     ref = str(target.get("refId"))
     expression = str(target.get("expression") or "")
-    used = _EXPR_REF.findall(expression)
+    if target.get("type") in _ONE_REF_TYPES:
+        used = [expression.strip().removeprefix("$")] if expression.strip() else []
+    else:
+        used = _EXPR_REF.findall(expression)
     unknown = sorted(set(used) - refs)
     if not used or unknown:
         detail = f"unknown query {', '.join(unknown)}" if unknown else "refers to no query"

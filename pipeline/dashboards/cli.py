@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from pipeline.dashboards import health, job, node, overview, render
+from pipeline.dashboards import alerts, health, job, node, overview, render
 from pipeline.dashboards.check import Checker, PanelReport, Status, summarize
 from pipeline.dashboards.grafana_time import QueryError, TimeRange, parse_time
 from pipeline.dashboards.promql import Prometheus
@@ -50,7 +50,8 @@ def dashboards() -> None:
 def check(ctx: click.Context, from_: str, to: str, files: tuple[str, ...],
           var_args: tuple[str, ...], strict: bool, as_json: bool) -> None:
     """Run every panel's queries against Elasticsearch, as Grafana would send them, and
-    the PromQL ones against metrics.prometheus_url when it is set.
+    the PromQL ones against metrics.prometheus_url when it is set; and (without
+    --dashboard) the queries of the shipped Grafana alert rules, over their own ranges.
 
     Reports each panel ok, empty (nothing in the time range) or broken (an unknown field,
     a field of the wrong type, an aggregation Elasticsearch lacks, a PromQL expression
@@ -68,6 +69,8 @@ def check(ctx: click.Context, from_: str, to: str, files: tuple[str, ...],
                           variables=variables,
                           prometheus=Prometheus(url) if url else None)
         reports = checker.check(boards, time_range)
+        if not files:
+            reports += checker.check_alert_rules(alerts.provisioning())
     counts = summarize(reports)
     if as_json:
         click.echo(json.dumps({"from_ms": time_range.from_ms, "to_ms": time_range.to_ms,
@@ -185,7 +188,8 @@ def _print(reports: list[PanelReport], counts: dict[str, int], *, prometheus: bo
     console = Console()
     against = "Elasticsearch and Prometheus" if prometheus else \
         "Elasticsearch (no metrics.prometheus_url: Prometheus panels left aside)"
-    table = Table(title=f"Dashboard panels against {against}", title_justify="left")
+    table = Table(title=f"Dashboard panels and alert rules against {against}",
+                  title_justify="left")
     table.add_column("dashboard")
     table.add_column("panel")
     table.add_column("status")

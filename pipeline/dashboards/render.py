@@ -1,4 +1,5 @@
-"""The files of ``grafana/``: provisioning and dashboard JSON, generated from the code.
+"""The files of ``grafana/``: provisioning (data sources, dashboards, alert rules) and
+dashboard JSON, generated from the code.
 
 ``grafana/`` is committed as generated here (Grafana reads the files; people review
 them); a test keeps the two equal, and ``jobstream dashboards build`` rewrites them.
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import PACKAGE_DIR
-from pipeline.dashboards import health, job, node, overview
+from pipeline.dashboards import alerts, health, job, node, overview
 from pipeline.dashboards.datasources import prometheus_provisioning_yaml, provisioning_yaml
 
 __all__ = ["GRAFANA_DIR", "PROVIDER_PATH", "dashboards", "files", "metrics_dashboards", "stale",
@@ -60,6 +61,7 @@ def files() -> dict[str, str]:
         "provisioning/datasources/jobstream.yaml": provisioning_yaml(),
         "provisioning/datasources/prometheus.yaml": prometheus_provisioning_yaml(),
         "provisioning/dashboards/jobstream.yaml": _provider_yaml(),
+        "provisioning/alerting/jobstream.yaml": alerts.provisioning_yaml(),
     }
     for board in dashboards() + metrics_dashboards():
         out[f"dashboards/{board['uid']}.json"] = json.dumps(board, indent=2,

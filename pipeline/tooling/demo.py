@@ -1,6 +1,7 @@
 """``jobstream demo``: the whole flow on the local stack, with a synthetic workload.
 
-1. ``stack up`` (a running stack is reused and left running), the topics;
+1. ``stack up`` (a running stack is reused and left running), with the stack's Prometheus
+   when it is built (:mod:`pipeline.tooling.demo_prometheus`), the topics;
 2. ``jobstream worker`` and ``jobstream sink`` as child processes (logs under
    ``<stack.cache_dir>/demo/``), waited for until their consumer groups are stable;
 3. a seeded synthetic Flux + Slurm workload (:mod:`pipeline.tooling.workload`) published to the raw
@@ -11,7 +12,9 @@
 5. once every generated job is in the index and done -- the long jobs (``--long-jobs``),
    running since before the workload, running -- (or after ``--timeout``): the counts
    read back by result and cluster, the documents checked against the generator's ground
-   truth, and where to point Grafana. Exit 0 when the index matches the truth, 1 if not.
+   truth, what Prometheus saw (the worker and the sink scraped, the worker's records read,
+   the alerts firing), and where to point Grafana. Exit 0 when the index matches the
+   truth, 1 if not (an alert firing is reported, not failed on).
 
 Then (or on Ctrl-C) it stops the workers it started and the stack services it started,
 unless ``--keep``.
@@ -44,6 +47,7 @@ from rich.live import Live
 from pipeline import PACKAGE_DIR
 from pipeline.codecs.codec import raw_to_avro
 from pipeline.core.model import RawRecord
+from pipeline.dashboards.promql import Prometheus
 from pipeline.edges.base import raw_codec
 from pipeline.kafka.positions import Positions
 from pipeline.kafka.producer import producer_config
@@ -60,12 +64,14 @@ from pipeline.runtime.children import Child, free_port, stop_on_signals
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ServiceError
 from pipeline.runtime.invocation import get_config
+from pipeline.tooling.demo_prometheus import JOBS, observe, with_prometheus
 from pipeline.tooling.demo_view import (
     LiveFigures,
     final_report,
     grafana_hint,
     live_view,
     node_report,
+    prometheus_report,
 )
 from pipeline.tooling.verify import Comparison, compare, compare_nodes
 from pipeline.tooling.workload import GeneratedRecord, Workload, WorkloadSpec
@@ -314,6 +320,9 @@ def run_demo(cfg: Config, opts: DemoOptions, console: Console) -> int:
 
     started_at = time.monotonic()
     with ExitStack() as cleanup:
+        # the stack's Prometheus (when built) scrapes the ports of the config it starts
+        # with: the worker's and sink's are set before
+        cfg = with_prometheus(cfg, console)
         # what is not running now is ours to stop, even if Ctrl-C comes while it starts
         down = [s.name for s in status(cfg) if not s.running]
         if down and not opts.keep:
@@ -325,6 +334,7 @@ def run_demo(cfg: Config, opts: DemoOptions, console: Console) -> int:
         logs = opts.logs or Path(cfg.stack.cache_dir).expanduser() / "demo" / stamp
         if not _port_free(cfg.worker.web_port):
             cfg = cfg.replace(worker={"web_port": free_port()})
+        workers_started = time.time()
         worker = Child("worker", cfg, ["worker", "--name", "demo-worker"],
                        logs / "worker.log").start()
         sink = Child("sink", cfg, ["sink"], logs / "sink.log").start()
@@ -371,6 +381,7 @@ def run_demo(cfg: Config, opts: DemoOptions, console: Console) -> int:
             monitor.update()
             live.update(live_view(monitor.figures, title))
         wall = time.monotonic() - t_run
+        flow_ended = time.time()
 
         es = client(cfg)
         refresh(es, jobs_alias(cfg))
@@ -381,6 +392,11 @@ def run_demo(cfg: Config, opts: DemoOptions, console: Console) -> int:
         console.print(final_report(counts, workload.truth, result, wall))
         if nodes is not None:
             console.print(node_report(nodes))
+        if cfg.stack.prometheus and cfg.metrics.prometheus_url:
+            with console.status("asking Prometheus what it saw"):
+                seen = observe(Prometheus(cfg.metrics.prometheus_url, timeout=10.0), cfg,
+                               workers_started, flow_ended)
+            console.print(prometheus_report(seen, JOBS))
         console.print()
         console.print(grafana_hint(cfg.elasticsearch.url, cfg.elasticsearch.index_prefix,
                                    _source_tree()))

@@ -16,9 +16,11 @@ from rich.table import Table
 from rich.text import Text
 
 from pipeline.replay.readback import JobCounts
+from pipeline.tooling.demo_prometheus import PrometheusSeen
 from pipeline.tooling.verify import KEY_FIELDS, Comparison
 
-__all__ = ["LiveFigures", "final_report", "grafana_hint", "live_view", "node_report"]
+__all__ = ["LiveFigures", "final_report", "grafana_hint", "live_view", "node_report",
+           "prometheus_report"]
 
 STATES = ("pending", "running", "completing", "done")
 RESULTS = ("completed", "failed", "cancelled", "timeout", "node_fail", "oom", "preempted",
@@ -146,6 +148,36 @@ def node_report(result: Comparison) -> RenderableType:
                               f"{' ...' if len(ids) > 5 else ''}", style="red"))
     for node, name, got, want in result.examples:
         lines.append(Text(f"  {node}: {name} is {got!r}, generated {want!r}", style="red"))
+    return Group(*lines)
+
+
+def prometheus_report(seen: PrometheusSeen, jobs: tuple[str, ...]) -> RenderableType:
+    """What the demo's Prometheus saw: each of ``jobs`` scraped or not, the worker's
+    records read and their rate, the alerts firing."""
+    head = Text()
+    head.append("Prometheus ", style="bold")
+    head.append(f"({seen.url}) over the demo's {seen.window_s:.0f} s: ")
+    if seen.error:
+        head.append(f"no answer: {seen.error}", style="red")
+        return head
+    for i, job in enumerate(jobs):
+        if i:
+            head.append(", ")
+        if job not in seen.scraped:
+            head.append(f"✗ {job} not a target (Prometheus was started with other metrics "
+                        "ports)", style="yellow")
+        elif seen.scraped[job]:
+            head.append(f"✓ {job} scraped", style="green")
+        else:
+            head.append(f"✗ {job} never scraped up", style="red")
+    lines: list[RenderableType] = [head]
+    if seen.records_read is not None and seen.rate is not None:
+        lines.append(Text(f"  the worker read {seen.records_read:.0f} raw records "
+                          f"({seen.rate:.1f}/s), as Prometheus counted them"))
+    if seen.firing:
+        lines.append(Text(f"  alerts firing: {', '.join(seen.firing)}", style="bold yellow"))
+    else:
+        lines.append(Text("  alerts firing: none", style="green"))
     return Group(*lines)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pipeline.fold import doc_id
 from pipeline.replay.readback import job_documents, jobs_alias, nodes_alias, refresh
 from pipeline.runtime.config import Config
 from pipeline.tooling.demo import DemoOptions
+from pipeline.tooling.stack.prometheus import PrometheusService
 from pipeline.tooling.verify import compare, compare_nodes
 
 #: what the issue asks the index to get right for every job
@@ -58,6 +60,14 @@ def test_the_index_holds_one_document_per_generated_job_as_generated(
     pages = sorted(p.parent.name for p in preview.glob("*/index.html"))
     assert pages == sorted(b["uid"] for b in render.dashboards() + render.metrics_dashboards())
     assert (preview / "jobstream-overview" / "dashboard.png").stat().st_size > 10_000
+    # a real Prometheus (the stack's, when built: ./run builds it) scraped the worker and
+    # the sink while the demo ran (issue 36)
+    if PrometheusService(cfg, []).installed():
+        for job in ("jobstream-worker", "jobstream-sink"):
+            assert re.search(rf"✓\s+{job}\s+scraped", output), output[-3000:]
+        assert re.search(r"the\s+worker\s+read\s+[1-9]\d*\s+raw\s+records", output)
+    else:
+        assert "Prometheus is not built" in output
 
 
 def test_ctrl_c_stops_the_worker_and_sink_the_demo_started(stack_cfg: Config,
@@ -70,16 +80,17 @@ def test_ctrl_c_stops_the_worker_and_sink_the_demo_started(stack_cfg: Config,
     parent = psutil.Process(demo.pid)
     try:
         deadline = time.monotonic() + GUARD_S
-        # until the worker and the sink run and the workload is being published
-        while not (len(parent.children()) == 2 and (logs / "sink.log").exists()
+        # until the worker and the sink run and the workload is being published (beside
+        # them, the stack's Prometheus when the demo started it)
+        while not (len(_workers(parent)) == 2 and (logs / "sink.log").exists()
                    and _published(cfg) > 0):
             assert demo.poll() is None, demo.communicate()[0]
             assert time.monotonic() < deadline, "the demo did not start publishing"
             time.sleep(0.2)
-        children = parent.children()
         commands = sorted(next(a for a in c.cmdline() if a in ("worker", "sink"))
-                          for c in children)
+                          for c in _workers(parent))
         assert commands == ["sink", "worker"]
+        children = parent.children()
         demo.send_signal(signal.SIGINT)
         output = demo.communicate(timeout=GUARD_S)[0]
     finally:
@@ -92,6 +103,11 @@ def test_ctrl_c_stops_the_worker_and_sink_the_demo_started(stack_cfg: Config,
     assert "interrupted" in output
     for child in children:
         assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, child
+
+
+def _workers(parent: psutil.Process) -> list[psutil.Process]:
+    """The demo's ``jobstream worker`` and ``jobstream sink`` children."""
+    return [c for c in parent.children() if {"worker", "sink"} & set(c.cmdline())]
 
 
 def _published(cfg: Config) -> int:
