@@ -57,15 +57,17 @@ def cluster_stack(base_config: Config) -> Iterator[Config]:
 
 
 def _flows(stack: Config, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
-    """``make(spec, *, name, start, edge_cfg, workers, sinks)`` -> a started :class:`Flow`
+    """``make(spec, *, name, start, edge_cfg, workers, sinks, metrics)`` -> a started :class:`Flow`
     on ``stack`` named after the test; stopped afterwards (its logs stay in the test's tmp
     dir)."""
     flows: list[Flow] = []
 
     def make(spec: WorkloadSpec, *, name: str | None = None, start: bool = True,
-             edge_cfg: Config | None = None, workers: int = 1, sinks: int = 1) -> Flow:
+             edge_cfg: Config | None = None, workers: int = 1, sinks: int = 1,
+             metrics: bool = False) -> Flow:
         scenario = name or request.node.name.removeprefix("test_")
-        flow = Flow(scenario, stack, tmp_path, spec, workers=workers, sinks=sinks)
+        flow = Flow(scenario, stack, tmp_path, spec, workers=workers, sinks=sinks,
+                    metrics=metrics)
         flows.append(flow)
         return flow.start(edge_cfg=edge_cfg) if start else flow
 

@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import wait
 from pathlib import Path
 from typing import IO, Any
+from wsgiref.simple_server import WSGIServer
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
@@ -53,6 +54,7 @@ from pipeline.edges.base import EdgeRuntime
 from pipeline.kafka.positions import TP, Positions, group_lag
 from pipeline.kafka.topics import canonical_topic, ensure_topics
 from pipeline.replay.readback import client, job_documents, jobs_alias, not_yet
+from pipeline.runtime import metrics as run_metrics
 from pipeline.runtime.children import config_env, free_port, free_port_block, log_tail
 from pipeline.runtime.config import Config
 from pipeline.sink.names import Family, alias_name
@@ -530,10 +532,12 @@ class Flow:
     :param workers: worker processes of the app (one app id and group; each its own name,
         web port and store directory); ``worker`` is the first
     :param sinks: sink processes (one group); ``sink`` is the first
+    :param metrics: the worker, the sink and the edge runtime (as ``edge flux``) serve
+        their metrics, each on a free port of ``[metrics]`` (one worker and one sink only)
     """
 
     def __init__(self, name: str, stack: Config, workdir: Path, spec: WorkloadSpec, *,
-                 workers: int = 1, sinks: int = 1) -> None:
+                 workers: int = 1, sinks: int = 1, metrics: bool = False) -> None:
         self.name = name
         self.workdir = workdir
         suffix = f"{name.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
@@ -549,6 +553,11 @@ class Flow:
             sink={"max_batch": 500, "flush_interval_s": 0.5},
             edge={"spool_dir": str(workdir / "spool")},
         )
+        if metrics:
+            assert workers == sinks == 1, "a metrics port of [metrics] serves one process"
+            self.cfg = self.cfg.replace(metrics={"worker_port": free_port(),
+                                                 "sink_port": free_port(),
+                                                 "edge_flux_port": free_port()})
         self.workload = Workload(spec)
         self.records = list(self.workload.records())
         #: the records handed to the edge (by :meth:`publish`, or :meth:`published_by_edge`)
@@ -559,6 +568,7 @@ class Flow:
                            workdir / f"{_nth('sink', i)}.log") for i in range(1, sinks + 1)]
         self.worker, self.sink = self.workers[0], self.sinks[0]
         self.edge: EdgeRuntime | None = None
+        self._edge_metrics: WSGIServer | None = None
         self.published = 0
         self._positions = _Positions(self.cfg)
         self._t0 = time.monotonic()
@@ -592,6 +602,8 @@ class Flow:
             assert "Ignoring missing topic" not in worker.log.read_text(errors="replace"), \
                 log_tail(worker.log, 60)
         self.edge = EdgeRuntime(edge_cfg or self.cfg, "faults").start()
+        # this process's registry holds the edge runtime's metrics (its spool, its records)
+        self._edge_metrics = run_metrics.start(self.cfg, "edge flux")
         self._t0 = time.monotonic()
         return self
 
@@ -599,6 +611,10 @@ class Flow:
         if self.edge is not None:
             self.edge.stop(5.0)
             self.edge = None
+        if self._edge_metrics is not None:
+            self._edge_metrics.shutdown()
+            self._edge_metrics.server_close()
+            self._edge_metrics = None
         for proc in self.procs:
             proc.stop(30)
         self._positions.close()

@@ -7,7 +7,6 @@ expression Prometheus refuses makes its panel broken."""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from elasticsearch import Elasticsearch
-from prometheus_bin import prometheus_binaries
+from prometheus_bin import running_prometheus
 from waiting import wait_until
 
 from pipeline.cli import main
@@ -51,31 +50,18 @@ def _scraped(url: str) -> bool:
 
 @pytest.fixture(scope="module")
 def prometheus_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    binary, _ = prometheus_binaries()
     root = tmp_path_factory.mktemp("prometheus")
     cfg = Config().replace(metrics={"worker_port": free_port()})
     server = metrics.start(cfg, "worker")
     assert server is not None
     rules = root / "jobstream-rules.yml"
     rules.write_text(RULES.read_text())
-    conf = scrape_config(cfg, rules)
-    conf["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}  # a quick test
-    (root / "prometheus.yml").write_text(json.dumps(conf))
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with (root / "prometheus.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [str(binary), f"--config.file={root / 'prometheus.yml'}",
-             f"--storage.tsdb.path={root / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_until(lambda: proc.poll() is not None or _scraped(url), timeout=60,
-                   what="Prometheus scraping the worker's port")
-        assert proc.poll() is None, (root / "prometheus.log").read_text()[-3000:]
-        yield url
+        with running_prometheus(root, scrape_config(cfg, rules, interval="1s")) as url:
+            wait_until(lambda: _scraped(url), timeout=60,
+                       what="Prometheus scraping the worker's port")
+            yield url
     finally:
-        proc.terminate()
-        proc.wait(30)
         server.shutdown()
         server.server_close()
 

@@ -15,11 +15,14 @@ from prometheus_bin import prometheus_binaries
 from prometheus_client import REGISTRY
 
 from pipeline.runtime.config import Config
+from pipeline.tooling.stack.alert_rules import parse_duration, scale_durations, scaled_expr
 from pipeline.tooling.stack.prometheus import RULES, scrape_config
 
 TESTS = Path(__file__).resolve().parents[1] / "data" / "prometheus" / "jobstream-rules_test.yml"
 
 #: what a metric family's samples are called, by its type
+_DURATION = re.compile(r"\b\d+(?:ms|[smhdwy])\b")
+
 _SUFFIXES = {"counter": ("_total",), "info": ("_info",), "gauge": ("",),
              "histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count", "")}
 
@@ -84,3 +87,31 @@ def test_the_stacks_prometheus_config_loads(tmp_path: Path) -> None:
                          text=True, check=False, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "10 rules found" in run.stdout + run.stderr
+
+
+def test_scaled_rules_keep_the_expressions_on_a_shorter_clock() -> None:
+    assert parse_duration("1h30m") == 5_400_000
+    assert scaled_expr('rate(x{le="5m"}[10m]) > 1000 and time() - t > 30m offset 1h',
+                       1 / 300) == 'rate(x{le="5m"}[2s]) > 1000 and time() - t > 6s offset 12s'
+    shipped = {r["alert"]: r for r in _rules()}
+    scaled = {r["alert"]: r for g in yaml.safe_load(scale_durations(RULES.read_text(), 1 / 300))
+              ["groups"] for r in g["rules"]}
+    assert scaled.keys() == shipped.keys()
+    for name, rule in shipped.items():
+        # the same expression but for its durations (and their text)
+        assert _DURATION.sub("D", scaled[name]["expr"]) == _DURATION.sub("D", rule["expr"])
+        if "for" in rule:
+            assert parse_duration(scaled[name]["for"]) * 300 == parse_duration(rule["for"])
+    assert "[2s]" in scaled["JobstreamConsumerLagGrowing"]["expr"]
+    assert "changes(jobstream_last_event_timestamp_seconds[6s])" in \
+        scaled["JobstreamClusterStale"]["expr"]
+    assert scaled["JobstreamSpoolOld"]["expr"].endswith("> 1s")
+
+
+def test_scaled_rules_load_in_promtool(tmp_path: Path) -> None:
+    _, promtool = prometheus_binaries()
+    path = tmp_path / "scaled.yml"
+    path.write_text(scale_durations(RULES.read_text(), 1 / 300))
+    run = subprocess.run([str(promtool), "check", "rules", str(path)], capture_output=True,
+                         text=True, check=False, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -60,9 +60,11 @@ def targets(cfg: Config) -> list[tuple[str, str]]:
             for process, key in PROCESSES.items() if getattr(m, key)]
 
 
-def scrape_config(cfg: Config, rules: Path) -> dict[str, Any]:
+def scrape_config(cfg: Config, rules: Path, *, interval: str = SCRAPE_INTERVAL
+                  ) -> dict[str, Any]:
     """The ``prometheus.yml`` of the stack (YAML is a superset of JSON: written as JSON):
-    a scrape job per jobstream process with a metrics port, and ``rules`` loaded."""
+    a scrape job per jobstream process with a metrics port, and ``rules`` loaded; scraped
+    and evaluated every ``interval`` (a test's is shorter)."""
     m = cfg.metrics
     jobs: list[dict[str, Any]] = []
     for name, target in targets(cfg):
@@ -74,8 +76,7 @@ def scrape_config(cfg: Config, rules: Path) -> dict[str, Any]:
             job["scheme"] = "https"
             job["tls_config"] = {"ca_file": str(Path(m.tls_cert).absolute())}
         jobs.append(job)
-    return {"global": {"scrape_interval": SCRAPE_INTERVAL,
-                       "evaluation_interval": SCRAPE_INTERVAL},
+    return {"global": {"scrape_interval": interval, "evaluation_interval": interval},
             "rule_files": [str(rules)],
             "scrape_configs": jobs}
 
