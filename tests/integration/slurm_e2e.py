@@ -74,6 +74,10 @@ class EdgeProcess:
         env.update(config_env(self.cfg))
         env.update(self.extra_env)
         env["PYTHONUNBUFFERED"] = "1"
+        if env.get("PYTHONPATH"):
+            # it runs in the log's directory: a relative entry (PYTHONPATH=. in a
+            # worktree) would fall through to the installed tree, another checkout's code
+            env["PYTHONPATH"] = absolute_path_list(env["PYTHONPATH"])
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
@@ -124,6 +128,12 @@ class EdgeProcess:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+
+def absolute_path_list(value: str) -> str:
+    """``value``, a ``PYTHONPATH``, with each entry made absolute against the current
+    directory (empty entries, which mean it, too)."""
+    return os.pathsep.join(os.path.abspath(p or os.curdir) for p in value.split(os.pathsep))
 
 
 def _peak_rss(pid: int) -> int:
