@@ -19,7 +19,7 @@ from pipeline.sink.client import make_client
 from pipeline.sink.names import Family, alias_name, index_pattern
 
 __all__ = ["NOT_YET", "JobCounts", "client", "job_counts", "job_documents", "jobs_alias",
-           "jobs_pattern", "nodes_alias", "not_yet", "refresh"]
+           "jobs_pattern", "node_count", "nodes_alias", "not_yet", "refresh"]
 
 #: the statuses with which a read of an index a poll is waiting for means "nothing there
 #: yet": the index does not exist (404), or it was just created and its primary shards are
@@ -82,6 +82,16 @@ def job_counts(es: Elasticsearch, index: str, ids: Collection[str] | None = None
         total=int(resp["hits"]["total"]["value"]),
         by={name: {b["key"]: int(b["doc_count"]) for b in aggs.get(name, {}).get("buckets", [])}
             for name in COUNT_FIELDS})
+
+
+def node_count(es: Elasticsearch, index: str, clusters: Collection[str]) -> int:
+    """How many node documents of ``clusters`` ``index`` holds (0 before it exists)."""
+    try:
+        return int(es.count(index=index, query={"terms": {"cluster": list(clusters)}})["count"])
+    except ApiError as exc:
+        if not not_yet(exc):
+            raise
+        return 0
 
 
 def job_documents(es: Elasticsearch, index: str, ids: Collection[str] | None = None

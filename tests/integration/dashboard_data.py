@@ -4,7 +4,10 @@ The workload generator's records due up to "now" go through the real stages: par
 ``parse_record`` (events), folded by ``fold``/``JobFold`` (job documents), summarised by
 ``build_snapshots`` every snapshot interval (queue snapshots, as one worker takes them),
 turned into bulk actions by the sink's ``Converter`` and written by its ``BulkClient``.
-Records due later are not delivered, so at "now" some jobs wait and some run.
+Records due later are not delivered, so at "now" some jobs wait and some run. Beside
+them, :data:`LONG_PENDING` Slurm jobs polled pending since hours before the workload
+(:func:`long_pending`): the alert rule on jobs pending over ``PENDING_LONG_MIN`` minutes
+has jobs to select.
 
 The node documents are the node fold's (``fold_nodes``) of Slurm node polls parsed by
 ``parse_record('slurm-nodes', ...)``: the 24.05 ``scontrol show nodes --json`` fixture
@@ -32,6 +35,7 @@ from elasticsearch import Elasticsearch
 from pipeline.core.model import JobEvent
 from pipeline.core.nodes import NodeEvent
 from pipeline.core.snapshots import build_snapshots, summarize
+from pipeline.dashboards.alerts import PENDING_LONG_MIN
 from pipeline.fold import JobFold
 from pipeline.fold.nodes import event_document, fold_nodes, node_doc_id
 from pipeline.parsers import parse_record
@@ -39,9 +43,12 @@ from pipeline.sink.client import BulkClient
 from pipeline.sink.converter import Action, Converter, Op
 from pipeline.sink.names import Family, alias_name
 from pipeline.sink.templates import ensure_indices
-from pipeline.tooling.workload import Workload, WorkloadSpec
+from pipeline.tooling.workload import ID_EPOCH, SLURM_IDS_PER_S, Workload, WorkloadSpec
+from pipeline.tooling.workload_records import GeneratedRecord, squeue_pending
 
 SNAPSHOT_INTERVAL_S = 30.0
+#: Slurm jobs pending since twice the alert rule's threshold before "now", with reasons
+LONG_PENDING = (("Priority", 2), ("Resources", 1))
 #: Slurm 24.05's ``scontrol show nodes --json`` (tests/data/slurm/README.md)
 SLURM_NODES = Path(__file__).resolve().parents[1] / "data" / "slurm" / "nodes_v0.0.41_24.05.json"
 #: The node poll is this long before "now", the poll that saw every node idle an hour
@@ -102,7 +109,7 @@ def pipeline_output(spec: WorkloadSpec, now: float) -> Indexed:
                                              SNAPSHOT_INTERVAL_S))
             next_snapshot += SNAPSHOT_INTERVAL_S
 
-    for rec in Workload(spec).records():
+    for rec in [*long_pending(spec, now), *Workload(spec).records()]:
         if rec.time > now:
             break
         if next_snapshot is None:
@@ -119,6 +126,21 @@ def pipeline_output(spec: WorkloadSpec, now: float) -> Indexed:
     node_events = node_output(jobs, now, spec.slurm_clusters[0])
     return Indexed(events, jobs, snapshots, fold_nodes(node_events),
                    [event_document(ev) for ev in node_events])
+
+
+def long_pending(spec: WorkloadSpec, now: float) -> list[GeneratedRecord]:
+    """Polls of :data:`LONG_PENDING` jobs on the workload's Slurm cluster, submitted
+    ``2 x PENDING_LONG_MIN`` before ``now`` (ids below the workload's, which grow with
+    submit time), each polled once at the workload's start."""
+    cluster = spec.slurm_clusters[0]
+    t_submit = int(now - 2 * PENDING_LONG_MIN * 60)
+    first = 1000 + int((t_submit - ID_EPOCH) * SLURM_IDS_PER_S)
+    reasons = [reason for reason, n in LONG_PENDING for _ in range(n)]
+    return [GeneratedRecord(spec.start, cluster, "slurm", "slurm-squeue", f"{cluster}:{jobid}",
+                            squeue_pending(cluster, jobid, "sweep", "alice", 1001, "physics",
+                                           "long", "normal", t_submit, 1440, 4, 128,
+                                           "cpu=128,mem=256000M,node=4,billing=128", reason))
+            for jobid, reason in enumerate(reasons, start=first)]
 
 
 def _slurm_hosts(jobs: Iterable[Mapping[str, Any]], cluster: str) -> list[str]:

@@ -276,7 +276,7 @@ def test_an_unknown_index_is_broken_and_empty_indices_fail_only_strict(
     assert result.exit_code == 0
     assert {p["status"] for p in report["panels"]} == {"empty"}
     assert run_check(stack_cfg, "--strict").exit_code == 1
-    assert len(DATASOURCES) == 6
+    assert len(DATASOURCES) == 7
 
 
 def _job_documents(es: Elasticsearch, prefix: str, board: dict[str, Any],

@@ -30,6 +30,7 @@ def test_ensure_is_idempotent_and_makes_the_aliases(stack_cfg: Config,
         f"{p}hpc-job-events-v1-2026.11": {f"{p}hpc-job-events"},
         f"{p}hpc-queue-snapshots-v1-2026.11": {f"{p}hpc-queue-snapshots"},
         f"{p}hpc-nodes-v1-current": {f"{p}hpc-nodes"},
+        f"{p}hpc-node-events-v1-2026.11": {f"{p}hpc-node-events"},
     }
     # the aliases exist before any document: Grafana can point at them at once
     assert es.count(index=alias_name(p, Family.JOBS))["count"] == 0

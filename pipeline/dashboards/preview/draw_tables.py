@@ -104,7 +104,7 @@ def draw_logs(canvas: Canvas, panel: Mapping[str, Any], shown: Sequence[Sequence
     left, bottom, right, top = canvas.box
     line_px = 10.5
     fit = max(int((top - bottom - 12) // line_px), 1)
-    rows.sort(key=lambda r: r[0])
+    rows.sort()  # by time, lines of one instant by their text: whatever the frames' order
     newest = rows[-fit:]
     if opts.get("sortOrder", "Descending") == "Descending":
         newest.reverse()
