@@ -119,8 +119,11 @@ def observe(prom: Prometheus, cfg: Config, started_at: float, flow_ended_at: flo
         now = time.time()
         window = now - started_at
         scraped = _scraped(prom, jobs, window, now)
+        # the demo's worker is a new process, its counter counts from 0: its last value is
+        # what it read (increase() needs two scrapes around the reads, and a short demo's
+        # flow can fall between two 15 s scrapes)
         read = samples(prom.query("/api/v1/query", {
-            "query": 'sum(increase(jobstream_worker_records_read_total'
+            "query": 'sum(max_over_time(jobstream_worker_records_read_total'
                      f'{{job="jobstream-worker"}}[{max(int(window), 1)}s]))',
             "time": f"{now:.3f}"}))
         alerts = samples(prom.query("/api/v1/query", {

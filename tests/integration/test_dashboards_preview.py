@@ -217,7 +217,7 @@ def test_logs_show_the_jobs_events_in_the_panels_order(stack_cfg: Config, es: El
     (ref, _), = answer.targets.items()
     # lines of one instant (Slurm's whole seconds) are drawn by their text
     hits = sorted(answer.responses[ref]["hits"]["hits"],
-                  key=lambda h: (h["sort"], h["_source"]["event"]))
+                  key=lambda h: (h["sort"][0], h["_source"]["event"]))
     shown = [line.split()[-1] for line in drawing.data["lines"]]
     # the newest lines that fit, oldest first
     assert shown and shown == [h["_source"]["event"] for h in hits][-len(shown):]
