@@ -31,9 +31,12 @@ from typing import Any
 from pipeline.dashboards.builder import (
     Grid,
     dashboard,
+    dashboard_link,
     date_histogram,
+    dates,
     es_target,
     metric,
+    organize_fields,
     panel,
     query_var,
     terms,
@@ -44,7 +47,6 @@ from pipeline.dashboards.overview import ALL, JOB_UID
 from pipeline.dashboards.overview import UID as OVERVIEW_UID
 from pipeline.dashboards.overview_nodes import (
     NODES_NOW,
-    dates,
     node_link,
     node_table_target,
     node_table_transformations,
@@ -93,6 +95,9 @@ _USAGE = f"event:usage AND {JOB}"
 _LIFECYCLE = f"{JOB} AND NOT event:usage"
 #: The node documents of the job's hosts ($job_nodes: the module's docstring)
 _ITS_NODES = "node:$job_nodes AND (cluster:$cluster)"
+#: The columns of the events table, in the order shown
+_EVENT_COLUMNS = ("@timestamp", "cluster", "event", "source", "seq", "context", "facts",
+                  "event_id")
 
 
 def _usage_panel(title: str, field: str, kind: str, unit: str, what: str) -> dict[str, Any]:
@@ -157,15 +162,7 @@ def build() -> dict[str, Any]:
             es_target(EVENTS, "A", query=_LIFECYCLE,
                       metrics=[metric("raw_data", size="500")]),
         ], w=24, h=10, field_config={"noValue": _NO_JOB},
-            transformations=[
-                {"id": "organize", "options": {
-                    "indexByName": {"@timestamp": 0, "cluster": 1, "event": 2, "source": 3,
-                                    "seq": 4, "context": 5, "facts": 6, "event_id": 7},
-                    "includeByName": {name: True for name in (
-                        "@timestamp", "cluster", "event", "source", "seq", "context",
-                        "facts", "event_id")}}},
-                {"id": "sortBy", "options": {"sort": [{"field": "@timestamp",
-                                                        "desc": False}]}}]),
+            transformations=organize_fields(_EVENT_COLUMNS, sort="@timestamp")),
     )
     grid.add(
         panel("table", "Its nodes now", [node_table_target(_ITS_NODES)],
@@ -194,7 +191,6 @@ def build() -> dict[str, Any]:
                     "and GPU over time, every event the pipeline recorded for it and its "
                     "nodes' state now.",
         panels=grid.panels, variables=variables, time_from="now-7d", refresh="",
-        links=[{"title": "Operations overview", "type": "link", "icon": "dashboard",
-                "url": f"/d/{OVERVIEW_UID}/jobstream-overview", "keepTime": True,
-                "includeVars": True, "tooltip": ""}],
+        links=[dashboard_link("Operations overview", OVERVIEW_UID, icon="dashboard",
+                              include_vars=True)],
     )
