@@ -33,7 +33,6 @@ from pipeline.dashboards.builder import (
     dashboard,
     dashboard_link,
     date_histogram,
-    dates,
     es_target,
     metric,
     organize_fields,
@@ -45,12 +44,7 @@ from pipeline.dashboards.builder import (
 from pipeline.dashboards.datasources import EVENTS, JOBS_BY_SUBMIT
 from pipeline.dashboards.overview import ALL, JOB_UID
 from pipeline.dashboards.overview import UID as OVERVIEW_UID
-from pipeline.dashboards.overview_nodes import (
-    NODES_NOW,
-    node_link,
-    node_table_target,
-    node_table_transformations,
-)
+from pipeline.dashboards.overview_nodes import node_table
 
 __all__ = ["UID", "build"]
 
@@ -165,16 +159,13 @@ def build() -> dict[str, Any]:
             transformations=organize_fields(_EVENT_COLUMNS, sort="@timestamp")),
     )
     grid.add(
-        panel("table", "Its nodes now", [node_table_target(_ITS_NODES)],
-              w=24, h=8, time_from=NODES_NOW, field_config={"noValue": _NO_JOB},
-              overrides=[node_link(), *dates("since", "reason set")],
-              transformations=node_table_transformations(),
-              description="The job's nodes (its nodelist) as their node documents say "
-                          "now: state, reason, who set it, since when. A node drained or "
-                          "down since shortly after the job's end (since, reason set) "
-                          "beside a failed job is the join of the two; a node opens its "
-                          "own dashboard. A node no node document names (no node stream "
-                          "from its cluster) is not listed."),
+        node_table("Its nodes now", _ITS_NODES, w=24, h=8, field_config={"noValue": _NO_JOB},
+                   description="The job's nodes (its nodelist) as their node documents say "
+                               "now: state, reason, who set it, since when. A node drained or "
+                               "down since shortly after the job's end (since, reason set) "
+                               "beside a failed job is the join of the two; a node opens its "
+                               "own dashboard. A node no node document names (no node stream "
+                               "from its cluster) is not listed."),
     )
     variables = [
         query_var("cluster", "Cluster", JOBS_BY_SUBMIT, "cluster", all_value=ALL),

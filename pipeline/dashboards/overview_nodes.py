@@ -52,7 +52,7 @@ from pipeline.dashboards.builder import (
 from pipeline.dashboards.datasources import NODE_EVENTS, NODES
 
 __all__ = ["DOWN_OR_DRAINED", "DRAINS_AND_DOWNS", "NODES_NOW", "NODE_UID", "node_link",
-           "node_panels"]
+           "node_panels", "node_table"]
 
 NODE_UID = "jobstream-node"
 
@@ -93,14 +93,22 @@ def node_table_transformations() -> list[dict[str, Any]]:
     return organize_columns(_DOWN_COLUMNS, sort="since", desc=False)
 
 
+def node_table(title: str, query: str, *, w: int, h: int, description: str,
+               field_config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A table of the nodes matching ``query`` now (:func:`node_table_target`), each
+    opening its own dashboard."""
+    return panel("table", title, [node_table_target(query)], w=w, h=h,
+                 time_from=NODES_NOW, field_config=field_config,
+                 overrides=[node_link(), *dates("since", "reason set")],
+                 transformations=node_table_transformations(), description=description)
+
+
 def node_panels(grid: Grid) -> None:
     grid.add(row("Nodes (node documents)"))
     grid.add(
-        panel("table", "Drained, draining and down nodes now", [
-            node_table_target(f"{DOWN_OR_DRAINED} AND {_CLUSTER}"),
-        ], w=14, h=9, time_from=NODES_NOW,
-            overrides=[node_link(), *dates("since", "reason set")],
-            transformations=node_table_transformations(),
+        node_table(
+            "Drained, draining and down nodes now", f"{DOWN_OR_DRAINED} AND {_CLUSTER}",
+            w=14, h=9,
             description="Nodes that take no work now: drained (no job left), draining "
                         "(drained, its jobs still running) or down, the longest so first, "
                         "with the reason (Slurm's node reason, Flux's drain reason), who "
