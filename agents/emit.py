@@ -75,13 +75,8 @@ class Emitter:
         written = None
         for doc in fold.documents():
             doc = self.anonymizer.document(self.enricher.facts(doc))
-            try:
-                value = self.wire.encode_state(doc)
-                if len(value) > self.max_bytes:
-                    raise ParseError("too-large", f"the job state is {len(value)} bytes, over "
-                                                  f"worker.max_event_bytes ({self.max_bytes})")
-            except ParseError as exc:
-                self.dead.state(key, message, doc, exc)
+            value = self._encoded(key, message, doc, self.wire.encode_state, "job")
+            if value is None:
                 continue
             self.outputs.send(self.state, key, value)
             sent += 1
@@ -95,16 +90,25 @@ class Emitter:
         if doc is None:
             return 0
         doc = self.anonymizer.node_document(doc)
-        try:
-            value = self.wire.encode_node_state(doc)
-            if len(value) > self.max_bytes:
-                raise ParseError("too-large", f"the node state is {len(value)} bytes, over "
-                                              f"worker.max_event_bytes ({self.max_bytes})")
-        except ParseError as exc:
-            self.dead.state(key, message, doc, exc, what="node")
+        value = self._encoded(key, message, doc, self.wire.encode_node_state, "node")
+        if value is None:
             return 0
         self.outputs.send(self.nodes, key, value)
         return 1
+
+    def _encoded(self, key: bytes, message: Any, doc: dict[str, Any],
+                 encode: Callable[[dict[str, Any]], bytes], what: str) -> bytes | None:
+        """A job's or node's (``what``) state document encoded; None once it went to the
+        DLQ, its schema unable to hold it or its value over ``worker.max_event_bytes``."""
+        try:
+            value = encode(doc)
+            if len(value) > self.max_bytes:
+                raise ParseError("too-large", f"the {what} state is {len(value)} bytes, over "
+                                              f"worker.max_event_bytes ({self.max_bytes})")
+        except ParseError as exc:
+            self.dead.state(key, message, doc, exc, what=what)
+            return None
+        return value
 
     def _identities(self, fold: JobFold) -> set[tuple[str, Any]]:
         """(field, value) of every identity a job's events state (enriched), for the

@@ -88,7 +88,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -231,24 +231,11 @@ class JobsStage:
             if not batch.records:
                 return
             now = time.time()
-            sent = 0
-            guard = self.guard
-            for key, (message, fold) in batch.folds.items():
-                coord = "job " + key.decode(errors="replace")
-                if guard.poisoned(coord):
-                    self._dead_job(key, message, None, Rejected(
-                        "crashed-worker", f"the worker died while writing this job's state "
-                        f"in each of its last {guard.threshold} runs"))
-                    continue
-                try:
-                    with guard.handling(coord):
-                        sent += self._write_job(key, message, fold, now)
-                except ServiceError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - one job's failure must not stop all
-                    self._dead_job(key, message, fold, exc)
-            batch.sent[self.topics.state] += sent
-            batch.sent[self.topics.nodes] += self._write_nodes(batch)
+            batch.sent[self.topics.state] += self._write_each(
+                "job", batch.folds, lambda k, m, f: self._write_job(k, m, f, now),
+                self._dead_job)
+            batch.sent[self.topics.nodes] += self._write_each(
+                "node", batch.nodes, self._write_node, self._dead_node)
             self.counters.count(batch)
             await self.outputs.flush()
             self.states.flushed()
@@ -265,28 +252,36 @@ class JobsStage:
             self.active.update(key, message.partition, summarize(written), now)
         return sent
 
-    def _write_nodes(self, batch: Batch) -> int:
-        """Each node's table entry and document; the number of documents sent. A node
-        that cannot be written goes to the DLQ (:meth:`_dead_node`), the others go on."""
+    def _write_each(self, kind: str, entries: Mapping[bytes, tuple[Any, Any]],
+                    write: Callable[[bytes, Any, Any], int],
+                    dead: Callable[[bytes, Any, Any, Exception], None]) -> int:
+        """Each job's (or node's) table entry and documents, under the crash guard; the
+        number of documents sent. One that cannot be written goes to the DLQ (``dead``),
+        the others go on; one the worker died writing in each of its last runs is not
+        written a third time."""
         sent = 0
         guard = self.guard
-        for key, (message, fold) in batch.nodes.items():
-            coord = "node " + key.decode(errors="replace")
+        for key, (message, fold) in entries.items():
+            coord = f"{kind} {key.decode(errors='replace')}"
             if guard.poisoned(coord):
-                self._dead_node(key, message, None, Rejected(
-                    "crashed-worker", f"the worker died while writing this node's state "
+                dead(key, message, None, Rejected(
+                    "crashed-worker", f"the worker died while writing this {kind}'s state "
                     f"in each of its last {guard.threshold} runs"))
                 continue
             try:
                 with guard.handling(coord):
-                    with as_current(message):
-                        self.nodes.put(key, fold)
-                    sent += self.emit.node_state(key, message, fold)
+                    sent += write(key, message, fold)
             except ServiceError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - one node's failure must not stop all
-                self._dead_node(key, message, fold, exc)
+            except Exception as exc:  # noqa: BLE001 - one's failure must not stop the rest
+                dead(key, message, fold, exc)
         return sent
+
+    def _write_node(self, key: bytes, message: Any, fold: NodeFold) -> int:
+        """One node's table entry and document; the number of documents sent."""
+        with as_current(message):
+            self.nodes.put(key, fold)
+        return self.emit.node_state(key, message, fold)
 
     def _dead_node(self, key: bytes, message: Any, fold: NodeFold | None,
                    exc: Exception) -> None:

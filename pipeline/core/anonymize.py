@@ -120,28 +120,30 @@ class Anonymizer:
         """A node document under the policy: ``reason_by`` names a user, so the ``user``
         field's policy applies to it, and its name is scrubbed from the free-text
         ``reason`` as from an event's context."""
-        out = dict(doc)
-        if "user" not in self.policy or out.get("reason_by") is None:
-            return out
-        user, replacements = self._fields({"user": out["reason_by"]})
-        out["reason_by"] = user.get("user")
-        if out.get("reason"):
-            out["reason"] = self._scrub(out["reason"], replacements)
-        return out
+        return self._reason(doc)[0]
 
     def node_event(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """A node event dict (:func:`pipeline.fold.nodes.event_document`) under the policy:
         ``reason_by`` and ``reason`` as a node document's (:meth:`node_document`), and the
         name scrubbed from the string values of ``context`` too, as from a job event's."""
-        out = dict(event)
+        out, replacements = self._reason(event)
+        if replacements is not None:
+            out["context"] = self._scrub(out.get("context") or {}, replacements)
+        return out
+
+    def _reason(self, values: Mapping[str, Any]
+                ) -> tuple[dict[str, Any], dict[str, str] | None]:
+        """``values`` with ``reason_by`` under the ``user`` field's policy and its name
+        scrubbed from ``reason``; the replacements made, None when there is none to make
+        (no policy for users, or no one set the reason)."""
+        out = dict(values)
         if "user" not in self.policy or out.get("reason_by") is None:
-            return out
+            return out, None
         user, replacements = self._fields({"user": out["reason_by"]})
         out["reason_by"] = user.get("user")
         if out.get("reason"):
             out["reason"] = self._scrub(out["reason"], replacements)
-        out["context"] = self._scrub(out.get("context") or {}, replacements)
-        return out
+        return out, replacements
 
     def event(self, event: Mapping[str, Any],
               known: Iterable[tuple[str, Any]] = ()) -> dict[str, Any]:

@@ -21,25 +21,33 @@ from typing import Any
 from pipeline.dashboards.datasources import DataSource
 
 __all__ = [
+    "BARS",
     "EXPR_DS",
+    "LEGEND",
     "MIXED_DS",
     "Bucket",
     "Grid",
     "Metric",
     "custom_var",
     "dashboard",
+    "dashboard_link",
     "date_histogram",
+    "dates",
+    "drilldown_link",
     "es_target",
     "filters",
     "histogram",
     "math",
     "metric",
+    "organize_columns",
+    "organize_fields",
     "panel",
     "prom_target",
     "query_var",
     "row",
     "terms",
     "textbox_var",
+    "units",
 ]
 
 SCHEMA_VERSION = 39
@@ -47,6 +55,12 @@ SCHEMA_VERSION = 39
 EXPR_DS = {"type": "__expr__", "uid": "__expr__"}
 #: A panel whose targets use different data sources.
 MIXED_DS = {"type": "datasource", "uid": "-- Mixed --"}
+#: The field config of a time series drawn as stacked bars (counts per interval).
+BARS = {"custom": {"drawStyle": "bars", "stacking": {"mode": "normal", "group": "A"},
+                   "fillOpacity": 80, "lineWidth": 1}}
+#: The options of a time series with its legend listed below and a tooltip of every series.
+LEGEND = {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+          "tooltip": {"mode": "multi", "sort": "desc"}}
 
 
 @dataclass(frozen=True)
@@ -181,6 +195,53 @@ def panel(type_: str, title: str, targets: Sequence[Mapping[str, Any]], *, w: in
     return out
 
 
+def units(unit: str, *names: str) -> list[dict[str, Any]]:
+    """Overrides giving table columns ``names`` a unit of their own."""
+    return [{"matcher": {"id": "byName", "options": name},
+             "properties": [{"id": "unit", "value": unit}]} for name in names]
+
+
+def dates(*names: str) -> list[dict[str, Any]]:
+    """Overrides showing epoch-millisecond columns (metrics of date fields) as dates."""
+    return units("dateTimeAsIso", *names)
+
+
+def drilldown_link(column: str, title: str, uid: str) -> dict[str, Any]:
+    """An override making the cells of ``column`` links to the dashboard ``uid``, with
+    the row's cluster as ``var-cluster``, the cell as ``var-<column>`` and the time range."""
+    return {
+        "matcher": {"id": "byName", "options": column},
+        "properties": [{"id": "links", "value": [{
+            "title": title,
+            "url": f"/d/{uid}/{uid}?var-cluster=${{__data.fields.cluster}}"
+                   f"&var-{column}=${{__value.raw}}&${{__url_time_range}}",
+        }]}],
+    }
+
+
+def organize_columns(columns: Sequence[tuple[str, str]], *, sort: str, desc: bool
+                     ) -> list[dict[str, Any]]:
+    """The transformations of a terms table: its columns ``(as Grafana names them, as
+    shown)`` in that order, renamed, and its rows sorted on the column shown as ``sort``.
+    (Grafana names a metric's column after the metric, ``Max t_end``.)"""
+    return [{"id": "organize", "options": {
+        "renameByName": {column: name for column, name in columns if column != name},
+        "indexByName": {column: i for i, (column, _) in enumerate(columns)}}},
+        {"id": "sortBy", "options": {"sort": [{"field": sort, "desc": desc}]}}]
+
+
+def organize_fields(names: Sequence[str], *, sort: str,
+                    rename: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The transformations of a raw-data table: only the fields ``names``, in that order,
+    renamed by ``rename``, the rows sorted on ``sort`` ascending (oldest first)."""
+    options: dict[str, Any] = {"indexByName": {name: i for i, name in enumerate(names)},
+                               "includeByName": dict.fromkeys(names, True)}
+    if rename:
+        options["renameByName"] = dict(rename)
+    return [{"id": "organize", "options": options},
+            {"id": "sortBy", "options": {"sort": [{"field": sort, "desc": False}]}}]
+
+
 def row(title: str) -> dict[str, Any]:
     return {"type": "row", "title": title, "collapsed": False, "panels": [],
             "gridPos": {"h": 1, "w": 24, "x": 0, "y": 0}}
@@ -259,6 +320,15 @@ def textbox_var(name: str, label: str, default: str, *, description: str = ""
         "options": [{"selected": True, "text": default, "value": default}],
         "hide": 0, "skipUrlSync": False,
     }
+
+
+def dashboard_link(title: str, uid: str, *, icon: str, include_vars: bool, tooltip: str = ""
+                   ) -> dict[str, Any]:
+    """A link of a dashboard's header to the dashboard ``uid``, keeping the time range
+    (and the variables: ``include_vars``). The uid stands for the URL's slug, which
+    Grafana does not check."""
+    return {"title": title, "type": "link", "icon": icon, "url": f"/d/{uid}/{uid}",
+            "keepTime": True, "includeVars": include_vars, "tooltip": tooltip}
 
 
 def dashboard(uid: str, title: str, *, description: str, panels: Sequence[dict[str, Any]],

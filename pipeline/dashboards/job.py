@@ -31,9 +31,11 @@ from typing import Any
 from pipeline.dashboards.builder import (
     Grid,
     dashboard,
+    dashboard_link,
     date_histogram,
     es_target,
     metric,
+    organize_fields,
     panel,
     query_var,
     terms,
@@ -42,13 +44,7 @@ from pipeline.dashboards.builder import (
 from pipeline.dashboards.datasources import EVENTS, JOBS_BY_SUBMIT
 from pipeline.dashboards.overview import ALL, JOB_UID
 from pipeline.dashboards.overview import UID as OVERVIEW_UID
-from pipeline.dashboards.overview_nodes import (
-    NODES_NOW,
-    dates,
-    node_link,
-    node_table_target,
-    node_table_transformations,
-)
+from pipeline.dashboards.overview_nodes import node_table
 
 __all__ = ["UID", "build"]
 
@@ -93,6 +89,9 @@ _USAGE = f"event:usage AND {JOB}"
 _LIFECYCLE = f"{JOB} AND NOT event:usage"
 #: The node documents of the job's hosts ($job_nodes: the module's docstring)
 _ITS_NODES = "node:$job_nodes AND (cluster:$cluster)"
+#: The columns of the events table, in the order shown
+_EVENT_COLUMNS = ("@timestamp", "cluster", "event", "source", "seq", "context", "facts",
+                  "event_id")
 
 
 def _usage_panel(title: str, field: str, kind: str, unit: str, what: str) -> dict[str, Any]:
@@ -157,27 +156,16 @@ def build() -> dict[str, Any]:
             es_target(EVENTS, "A", query=_LIFECYCLE,
                       metrics=[metric("raw_data", size="500")]),
         ], w=24, h=10, field_config={"noValue": _NO_JOB},
-            transformations=[
-                {"id": "organize", "options": {
-                    "indexByName": {"@timestamp": 0, "cluster": 1, "event": 2, "source": 3,
-                                    "seq": 4, "context": 5, "facts": 6, "event_id": 7},
-                    "includeByName": {name: True for name in (
-                        "@timestamp", "cluster", "event", "source", "seq", "context",
-                        "facts", "event_id")}}},
-                {"id": "sortBy", "options": {"sort": [{"field": "@timestamp",
-                                                        "desc": False}]}}]),
+            transformations=organize_fields(_EVENT_COLUMNS, sort="@timestamp")),
     )
     grid.add(
-        panel("table", "Its nodes now", [node_table_target(_ITS_NODES)],
-              w=24, h=8, time_from=NODES_NOW, field_config={"noValue": _NO_JOB},
-              overrides=[node_link(), *dates("since", "reason set")],
-              transformations=node_table_transformations(),
-              description="The job's nodes (its nodelist) as their node documents say "
-                          "now: state, reason, who set it, since when. A node drained or "
-                          "down since shortly after the job's end (since, reason set) "
-                          "beside a failed job is the join of the two; a node opens its "
-                          "own dashboard. A node no node document names (no node stream "
-                          "from its cluster) is not listed."),
+        node_table("Its nodes now", _ITS_NODES, w=24, h=8, field_config={"noValue": _NO_JOB},
+                   description="The job's nodes (its nodelist) as their node documents say "
+                               "now: state, reason, who set it, since when. A node drained or "
+                               "down since shortly after the job's end (since, reason set) "
+                               "beside a failed job is the join of the two; a node opens its "
+                               "own dashboard. A node no node document names (no node stream "
+                               "from its cluster) is not listed."),
     )
     variables = [
         query_var("cluster", "Cluster", JOBS_BY_SUBMIT, "cluster", all_value=ALL),
@@ -194,7 +182,6 @@ def build() -> dict[str, Any]:
                     "and GPU over time, every event the pipeline recorded for it and its "
                     "nodes' state now.",
         panels=grid.panels, variables=variables, time_from="now-7d", refresh="",
-        links=[{"title": "Operations overview", "type": "link", "icon": "dashboard",
-                "url": f"/d/{OVERVIEW_UID}/jobstream-overview", "keepTime": True,
-                "includeVars": True, "tooltip": ""}],
+        links=[dashboard_link("Operations overview", OVERVIEW_UID, icon="dashboard",
+                              include_vars=True)],
     )

@@ -28,17 +28,22 @@ from typing import Any
 from pipeline.dashboards.builder import (
     Grid,
     dashboard,
+    dashboard_link,
+    dates,
     es_target,
     metric,
+    organize_columns,
+    organize_fields,
     panel,
     query_var,
     terms,
     textbox_var,
+    units,
 )
 from pipeline.dashboards.datasources import JOBS_BY_END, JOBS_BY_SUBMIT, NODE_EVENTS, NODES
-from pipeline.dashboards.overview import ALL, FAILED, JOB_UID
+from pipeline.dashboards.overview import ALL, FAILED, job_link
 from pipeline.dashboards.overview import UID as OVERVIEW_UID
-from pipeline.dashboards.overview_nodes import NODE_UID, NODES_NOW, dates
+from pipeline.dashboards.overview_nodes import NODE_UID, NODES_NOW
 from pipeline.fold.nodes import STATES
 
 __all__ = ["JOBS_OF_NODE", "NODE", "UID", "build"]
@@ -68,25 +73,6 @@ _EVENT_COLUMNS = ("timestamp", "event", "state", "reason", "reason_by", "schedul
 _FAILED_COLUMNS = (("cluster", "cluster"), ("job_id", "job_id"), ("user", "user"),
                    ("result", "result"), ("failed_node", "failed_node"),
                    ("Max t_end", "t_end"), ("Max run_s", "run_s"))
-
-
-def _job_link() -> dict[str, Any]:
-    """A data link on a ``job_id`` column to the per-job dashboard."""
-    return {
-        "matcher": {"id": "byName", "options": "job_id"},
-        "properties": [{"id": "links", "value": [{
-            "title": "Job details",
-            "url": f"/d/{JOB_UID}/jobstream-job?var-cluster=${{__data.fields.cluster}}"
-                   "&var-job_id=${__value.raw}&${__url_time_range}",
-        }]}],
-    }
-
-
-def _organize(columns: tuple[tuple[str, str], ...], sort: str) -> list[dict[str, Any]]:
-    return [{"id": "organize", "options": {
-        "renameByName": {column: name for column, name in columns if column != name},
-        "indexByName": {column: i for i, (column, _) in enumerate(columns)}}},
-        {"id": "sortBy", "options": {"sort": [{"field": sort, "desc": True}]}}]
 
 
 def build() -> dict[str, Any]:
@@ -122,13 +108,8 @@ def build() -> dict[str, Any]:
                       metrics=[metric("raw_data", size=str(_EVENT_ROWS))]),
         ], w=24, h=10, field_config={"noValue": _NO_NODE},
             overrides=dates("timestamp"),
-            transformations=[
-                {"id": "organize", "options": {
-                    "indexByName": {name: i for i, name in enumerate(_EVENT_COLUMNS)},
-                    "includeByName": dict.fromkeys(_EVENT_COLUMNS, True),
-                    "renameByName": {"reason_by": "by"}}},
-                {"id": "sortBy", "options": {"sort": [{"field": "timestamp",
-                                                        "desc": False}]}}],
+            transformations=organize_fields(_EVENT_COLUMNS, sort="timestamp",
+                                            rename={"reason_by": "by"}),
             description=f"The node's events in the time range (hpc-node-events), oldest "
                         f"first ({_EVENT_ROWS} at most): Flux's resource events (drain, "
                         "undrain, offline, online, torpid, ...) and the jobs' alloc and "
@@ -146,8 +127,8 @@ def build() -> dict[str, Any]:
                                *(terms(name, size=1, missing="-")
                                  for name in ("user", "state", "result"))]),
         ], w=12, h=10, field_config={"noValue": _NO_NODE},
-            overrides=[_job_link(), *dates("t_submit", "t_start", "t_end")],
-            transformations=_organize(_JOB_COLUMNS, "t_submit"),
+            overrides=[job_link(), *dates("t_submit", "t_start", "t_end")],
+            transformations=organize_columns(_JOB_COLUMNS, sort="t_submit", desc=True),
             description=f"Jobs submitted in the time range that ran on the node (their "
                         f"nodelist names it), the latest submitted first ({_JOB_ROWS} per "
                         "cluster at most); a job id opens the job's own dashboard."),
@@ -159,10 +140,8 @@ def build() -> dict[str, Any]:
                                *(terms(name, size=1, missing="-")
                                  for name in ("user", "result", "failed_node"))]),
         ], w=12, h=10, field_config={"noValue": _NO_NODE},
-            overrides=[_job_link(), *dates("t_end"),
-                       {"matcher": {"id": "byName", "options": "run_s"},
-                        "properties": [{"id": "unit", "value": "s"}]}],
-            transformations=_organize(_FAILED_COLUMNS, "t_end"),
+            overrides=[job_link(), *dates("t_end"), *units("s", "run_s")],
+            transformations=organize_columns(_FAILED_COLUMNS, sort="t_end", desc=True),
             description="Jobs on the node that ended in the time range failed, out of "
                         "memory, timed out, by a node failure or an exception, the latest "
                         "first, with the node Slurm blamed (failed_node) where it did: "
@@ -181,7 +160,6 @@ def build() -> dict[str, Any]:
         description="One node: its state now, since when and why, its time in each state, "
                     "its state timeline, and the jobs that ran on it.",
         panels=grid.panels, variables=variables, time_from="now-7d", refresh="",
-        links=[{"title": "Operations overview", "type": "link", "icon": "dashboard",
-                "url": f"/d/{OVERVIEW_UID}/jobstream-overview", "keepTime": True,
-                "includeVars": True, "tooltip": ""}],
+        links=[dashboard_link("Operations overview", OVERVIEW_UID, icon="dashboard",
+                              include_vars=True)],
     )

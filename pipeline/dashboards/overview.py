@@ -36,19 +36,26 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.dashboards.builder import (
+    BARS,
+    LEGEND,
     Grid,
     custom_var,
     dashboard,
+    dashboard_link,
     date_histogram,
+    dates,
+    drilldown_link,
     es_target,
     filters,
     histogram,
     math,
     metric,
+    organize_columns,
     panel,
     query_var,
     row,
     terms,
+    units,
 )
 from pipeline.dashboards.datasources import (
     EVENTS,
@@ -59,7 +66,7 @@ from pipeline.dashboards.datasources import (
 )
 from pipeline.dashboards.overview_nodes import NODE_UID, node_panels
 
-__all__ = ["UID", "build"]
+__all__ = ["UID", "build", "job_link"]
 
 UID = "jobstream-overview"
 JOB_UID = "jobstream-job"
@@ -82,10 +89,6 @@ SNAPSHOT_MIN_INTERVAL = "30s"
 _BY_QUEUE = {"displayName": "${__field.labels.queue}"}
 _STACKED = {"custom": {"stacking": {"mode": "normal", "group": "A"}, "fillOpacity": 40,
                        "lineWidth": 1}}
-_BARS = {"custom": {"drawStyle": "bars", "stacking": {"mode": "normal", "group": "A"},
-                    "fillOpacity": 80, "lineWidth": 1}}
-_LEGEND = {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-           "tooltip": {"mode": "multi", "sort": "desc"}}
 _LAST = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
          "colorMode": "value", "graphMode": "area", "textMode": "auto"}
 
@@ -119,16 +122,9 @@ def _by_ref(ref: str, name: str) -> dict[str, Any]:
             "properties": [{"id": "displayName", "value": f"{name} ${{__field.labels.queue}}"}]}
 
 
-def _job_link() -> dict[str, Any]:
-    """A data link on a ``job_id`` column to the per-job dashboard."""
-    return {
-        "matcher": {"id": "byName", "options": "job_id"},
-        "properties": [{"id": "links", "value": [{
-            "title": "Job details",
-            "url": f"/d/{JOB_UID}/jobstream-job?var-cluster=${{__data.fields.cluster}}"
-                   "&var-job_id=${__value.raw}&${__url_time_range}",
-        }]}],
-    }
+def job_link() -> dict[str, Any]:
+    """A data link on a ``job_id`` column to the per-job dashboard (the row's cluster)."""
+    return drilldown_link("job_id", "Job details", JOB_UID)
 
 
 #: Rows of the longest-waiting pending jobs (per cluster from Elasticsearch, then overall).
@@ -140,17 +136,6 @@ _PENDING_COLUMNS = (("Min t_submit", "t_submit"), ("cluster", "cluster"), ("job_
                     ("pending_reason", "pending_reason"),
                     *((f"Max {name}", name) for name in _PENDING_SIZES),
                     ("Min t_eligible", "t_eligible"))
-
-
-def _dates(*names: str) -> list[dict[str, Any]]:
-    """Overrides showing epoch-millisecond columns (metrics of date fields) as dates."""
-    return _units("dateTimeAsIso", *names)
-
-
-def _units(unit: str, *names: str) -> list[dict[str, Any]]:
-    """Overrides giving table columns ``names`` a unit of their own."""
-    return [{"matcher": {"id": "byName", "options": name},
-             "properties": [{"id": "unit", "value": unit}]} for name in names]
 
 
 def _queue_panels(grid: Grid) -> None:
@@ -181,30 +166,30 @@ def _queue_panels(grid: Grid) -> None:
         panel("timeseries", "Queue depth by queue",
               _snapshot_means([("pending_jobs", "A")], by_queue=True), w=12, h=8,
               interval=SNAPSHOT_MIN_INTERVAL, unit="short",
-              field_config={**_STACKED, **_BY_QUEUE}, options=_LEGEND,
+              field_config={**_STACKED, **_BY_QUEUE}, options=LEGEND,
               description="Pending jobs per queue (mean over each time bucket of the sum "
                           "over workers' snapshots)."),
         panel("timeseries", "Pending demand by queue (node-hours)",
               _snapshot_means([("pending_node_hours", "A")], by_queue=True), w=12, h=8,
               interval=SNAPSHOT_MIN_INTERVAL, unit="suffix: node-h",
-              field_config={**_STACKED, **_BY_QUEUE}, options=_LEGEND,
+              field_config={**_STACKED, **_BY_QUEUE}, options=LEGEND,
               description="Sum over pending jobs of nodes asked for times time limit."),
     )
     grid.add(
         panel("timeseries", "Pending cores and GPUs by queue",
               _snapshot_means([("pending_cores", "A"), ("pending_gpus", "B")], by_queue=True),
-              w=12, h=8, interval=SNAPSHOT_MIN_INTERVAL, unit="short", options=_LEGEND,
+              w=12, h=8, interval=SNAPSHOT_MIN_INTERVAL, unit="short", options=LEGEND,
               overrides=[_by_ref("Am", "cores"), _by_ref("Bm", "GPUs")]),
         panel("timeseries", "Running cores and GPUs by queue",
               _snapshot_means([("running_cores", "A"), ("running_gpus", "B")], by_queue=True),
-              w=12, h=8, interval=SNAPSHOT_MIN_INTERVAL, unit="short", options=_LEGEND,
+              w=12, h=8, interval=SNAPSHOT_MIN_INTERVAL, unit="short", options=LEGEND,
               field_config=_STACKED,
               overrides=[_by_ref("Am", "cores"), _by_ref("Bm", "GPUs")]),
     )
     grid.add(
         panel("timeseries", "Pending jobs by reason per queue",
               _snapshot_means([("reason_jobs", "A")], by_queue=True, by_reason=True),
-              w=12, h=8, interval=SNAPSHOT_MIN_INTERVAL, unit="short", options=_LEGEND,
+              w=12, h=8, interval=SNAPSHOT_MIN_INTERVAL, unit="short", options=LEGEND,
               field_config={**_STACKED, "displayName":
                             "${__field.labels.queue} ${__field.labels.reason}"},
               description="Why jobs wait: pending jobs per queue and pending_reason (Slurm's "
@@ -231,7 +216,7 @@ def _queue_panels(grid: Grid) -> None:
                                metric("count")],
                       buckets=[terms("bank", size=15, order_by=0)]),
         ], w=8, h=8, time_from="30d", unit="short",
-            options={"orientation": "horizontal", "legend": _LEGEND["legend"],
+            options={"orientation": "horizontal", "legend": LEGEND["legend"],
                      "xField": "bank", "stacking": "none"},
             description="Cores, GPUs and jobs of the jobs running now, by bank (jobs "
                         "submitted in the last 30 days)."),
@@ -254,7 +239,7 @@ def _queue_panels(grid: Grid) -> None:
                       buckets=[date_histogram(JOBS_BY_START.time_field)]),
             es_target(JOBS_BY_END, "C", query=JOBS, alias="ends", metrics=[metric("count")],
                       buckets=[date_histogram(JOBS_BY_END.time_field)]),
-        ], w=8, h=8, interval="1m", unit="short", field_config=_BARS, options=_LEGEND,
+        ], w=8, h=8, interval="1m", unit="short", field_config=BARS, options=LEGEND,
             description="Jobs submitted, started and ended per interval: one minute up to "
                         "a day's range, longer beyond (one per job, whatever the number of "
                         "sources that reported it)."),
@@ -268,7 +253,7 @@ def _outcome_panels(grid: Grid) -> None:
             es_target(JOBS_BY_END, "A", query=JOBS, alias="{{term result}}",
                       metrics=[metric("count")],
                       buckets=[terms("result", size=12), date_histogram("t_end")]),
-        ], w=12, h=8, interval="5m", unit="short", field_config=_BARS, options=_LEGEND,
+        ], w=12, h=8, interval="5m", unit="short", field_config=BARS, options=LEGEND,
             description="Jobs ended per interval (5 minutes or more) by result."),
         panel("timeseries", "Failure rate", [
             es_target(JOBS_BY_END, "A", query=JOBS, metrics=[metric("count")],
@@ -282,7 +267,7 @@ def _outcome_panels(grid: Grid) -> None:
                           "thresholds": {"mode": "absolute", "steps": [
                               {"color": "green", "value": None},
                               {"color": "red", "value": 20}]}},
-            options=_LEGEND,
+            options=LEGEND,
             description="Share of the jobs ended in each interval that failed, ran out of "
                         "memory or time, lost a node or hit a fatal exception."),
     )
@@ -297,7 +282,7 @@ def _outcome_panels(grid: Grid) -> None:
             es_target(EVENTS, "C", query=f"event:(preempt OR requeue) AND {CLUSTER}",
                       alias="{{term event}}", metrics=[metric("count")],
                       buckets=[terms("event", size=5), date_histogram("@timestamp")]),
-        ], w=12, h=8, interval="1m", unit="short", field_config=_BARS, options=_LEGEND,
+        ], w=12, h=8, interval="1m", unit="short", field_config=BARS, options=LEGEND,
             description="Flux exceptions by type (severity 0 is fatal) and Slurm "
                         "preemptions and requeues, as events."),
         panel("barchart", "Fast failures by first node", [
@@ -329,7 +314,7 @@ def _outcome_panels(grid: Grid) -> None:
                       alias="failed {{term context.description}}", metrics=[metric("count")],
                       buckets=[terms("context.description", size=10),
                                date_histogram("@timestamp")]),
-        ], w=12, h=8, interval="5m", unit="s", options=_LEGEND,
+        ], w=12, h=8, interval="5m", unit="s", options=LEGEND,
             description="p50 and p95 of the prolog and epilog time of ended jobs, and "
                         "prologs/epilogs that exited non-zero."),
         panel("barchart", "Run time as a share of the time limit", [
@@ -353,7 +338,7 @@ def _wait_panels(grid: Grid) -> None:
             es_target(JOBS_BY_START, "A", query=JOBS, alias="{{term queue}} {{metric}}",
                       metrics=[metric("percentiles", name, percents=["50", "90", "99"])],
                       buckets=[terms("queue", size=10), date_histogram("t_start")]),
-        ], w=12, h=8, interval="15m", unit="s", options=_LEGEND, description=desc))
+        ], w=12, h=8, interval="15m", unit="s", options=LEGEND, description=desc))
     grid.add(
         panel("barchart", "Time to start (XDMoD wait buckets)", [
             es_target(JOBS_BY_START, "A", query=JOBS, metrics=[metric("count")],
@@ -375,7 +360,7 @@ def _wait_panels(grid: Grid) -> None:
                       buckets=[terms("queue", size=10), date_histogram("t_start")],
                       hide=True),
             math("C", "$A / $B"),
-        ], w=8, h=8, interval="1h", unit="short", field_config=_BY_QUEUE, options=_LEGEND,
+        ], w=8, h=8, interval="1h", unit="short", field_config=_BY_QUEUE, options=LEGEND,
             description="(wait + run) / run, weighted by node-hours as XDMoD does; 1 means "
                         "no wait."),
     )
@@ -389,8 +374,8 @@ def _usage_panels(grid: Grid) -> None:
                       metrics=[metric("sum", "node_hours")],
                       buckets=[terms("bank", size=15, order_by=0),
                                date_histogram("t_end")]),
-        ], w=12, h=8, interval="1h", unit="suffix: node-h", field_config=_BARS,
-            options=_LEGEND,
+        ], w=12, h=8, interval="1h", unit="suffix: node-h", field_config=BARS,
+            options=LEGEND,
             description="Node-hours of the jobs that ended in each hour (a long job counts "
                         "at its end)."),
         panel("barchart", "Top banks by consumption", [
@@ -400,7 +385,7 @@ def _usage_panels(grid: Grid) -> None:
                       buckets=[terms("bank", size=20, order_by=0)]),
         ], w=12, h=8, unit="h",
             options={"orientation": "horizontal", "xField": "bank",
-                     "legend": _LEGEND["legend"]},
+                     "legend": LEGEND["legend"]},
             description="Core-, GPU- and node-hours of the jobs ended in the time range."),
     )
     grid.add(
@@ -420,7 +405,7 @@ def _usage_panels(grid: Grid) -> None:
                       metrics=[metric("count"), metric("sum", "node_hours")],
                       buckets=[terms("size_bucket", size=15, order="asc", order_by="_key")]),
         ], w=12, h=8, unit="short",
-            options={"xField": "size_bucket", "legend": _LEGEND["legend"]},
+            options={"xField": "size_bucket", "legend": LEGEND["legend"]},
             description="Jobs started per core-count bucket (XDMoD's), and the node-hours "
                         "they used: where the capacity goes."),
     )
@@ -432,7 +417,7 @@ def _usage_panels(grid: Grid) -> None:
             es_target(JOBS_BY_END, "B", query=f"cancelled_before_start:true AND {JOBS}",
                       alias="cancelled before start", metrics=[metric("count")],
                       buckets=[date_histogram("t_end")]),
-        ], w=12, h=8, interval="1h", unit="short", options=_LEGEND,
+        ], w=12, h=8, interval="1h", unit="short", options=LEGEND,
             description="Distinct users and banks submitting per hour (approximate counts), "
                         "and jobs cancelled before they ever ran (XDMoD drops them)."),
         panel("table", "Longest-waiting pending jobs", [
@@ -446,15 +431,11 @@ def _usage_panels(grid: Grid) -> None:
                                terms("job_id", size=_PENDING_ROWS, order="asc", order_by=0),
                                *(terms(name, size=1, missing="-")
                                  for name in ("user", "bank", "queue", "pending_reason"))]),
-        ], w=12, h=8, overrides=[_job_link(), *_dates("t_submit", "t_eligible")],
+        ], w=12, h=8, overrides=[job_link(), *dates("t_submit", "t_eligible")],
             # Grafana names a terms table's metric columns "Min t_submit", "Max nodes_req";
             # organize orders by those names and renames them to the fields'
-            transformations=[{"id": "organize", "options": {
-                "renameByName": {column: name for column, name in _PENDING_COLUMNS
-                                 if column != name},
-                "indexByName": {column: i for i, (column, _) in enumerate(_PENDING_COLUMNS)}}},
-                {"id": "sortBy", "options": {"sort": [{"field": "t_submit", "desc": False}]}},
-                {"id": "limit", "options": {"limitField": _PENDING_ROWS}}],
+            transformations=[*organize_columns(_PENDING_COLUMNS, sort="t_submit", desc=False),
+                             {"id": "limit", "options": {"limitField": _PENDING_ROWS}}],
             description="The pending jobs submitted longest ago (in the time range), "
                         "oldest first, and why they wait (pending_reason: Slurm's "
                         "state_reason; Flux held, dependency, priority or resources); a job "
@@ -504,7 +485,7 @@ def _usage_now_panels(grid: Grid) -> None:
                       metrics=[metric("count"), metric("sum", "ngpus"),
                                metric("min", "usage_gpu_idle_since")],
                       buckets=[terms("user", size=50, order_by=1, missing="-")]),
-        ], w=8, h=8, time_from="30d", unit="short", overrides=_dates("idle since"),
+        ], w=8, h=8, time_from="30d", unit="short", overrides=dates("idle since"),
             transformations=[{"id": "organize", "options": {"renameByName": {
                 "Count": "running jobs", "Sum ngpus": "GPUs held",
                 "Min usage_gpu_idle_since": "idle since"}}}],
@@ -523,14 +504,10 @@ def _usage_now_panels(grid: Grid) -> None:
                                terms("job_id", size=_MEMORY_ROWS, order_by=0),
                                *(terms(name, size=1, missing="-") for name in ("user", "bank"))]),
         ], w=8, h=8, time_from="30d",
-            overrides=[_job_link(), *_units("percent", "memory now (% of limit)"),
-                       *_units("mbytes", "memory now (MiB)")],
-            transformations=[{"id": "organize", "options": {
-                "renameByName": {column: name for column, name in _MEMORY_COLUMNS
-                                 if column != name},
-                "indexByName": {column: i for i, (column, _) in enumerate(_MEMORY_COLUMNS)}}},
-                {"id": "sortBy", "options": {"sort": [{"field": "memory now (% of limit)",
-                                                       "desc": True}]}}],
+            overrides=[job_link(), *units("percent", "memory now (% of limit)"),
+                       *units("mbytes", "memory now (MiB)")],
+            transformations=organize_columns(_MEMORY_COLUMNS, sort="memory now (% of limit)",
+                                             desc=True),
             description="Running jobs whose memory now is at least "
                         f"{MEMORY_NEAR_PCT} % of their limit on their fullest node "
                         "(usage_mem_now_pct: the node's cgroup limit, else the job's memory "
@@ -566,7 +543,7 @@ def _weighted_efficiency(eff: str, product: str, what: str, by: str) -> dict[str
                   buckets=buckets, hide=True),
         math("C", "$A / $B"),
     ], w=12, h=8, interval="1h", unit="percent",
-        field_config={"displayName": _BY_TERM[by], "min": 0}, options=_LEGEND,
+        field_config={"displayName": _BY_TERM[by], "min": 0}, options=LEGEND,
         description=f"{what} of the jobs ended in each hour, per {by} (top 10 by "
                     f"{product}): each job's {eff} weighted by its node-hours, so a big "
                     "job counts more than a short test. From sacct's steps after the end "
@@ -650,10 +627,8 @@ def build() -> dict[str, Any]:
                     "clusters jobstream streams (Flux and Slurm), seconds behind the "
                     "schedulers.",
         panels=grid.panels, variables=variables,
-        links=[{"title": "Job details", "type": "link", "icon": "info",
-                "url": f"/d/{JOB_UID}/jobstream-job", "keepTime": True,
-                "includeVars": False, "tooltip": "Events and document of one job"},
-               {"title": "Node details", "type": "link", "icon": "info",
-                "url": f"/d/{NODE_UID}/jobstream-node", "keepTime": True,
-                "includeVars": False, "tooltip": "State and jobs of one node"}],
+        links=[dashboard_link("Job details", JOB_UID, icon="info", include_vars=False,
+                              tooltip="Events and document of one job"),
+               dashboard_link("Node details", NODE_UID, icon="info", include_vars=False,
+                              tooltip="State and jobs of one node")],
     )

@@ -35,11 +35,16 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.dashboards.builder import (
+    BARS,
+    LEGEND,
     Grid,
     date_histogram,
+    dates,
+    drilldown_link,
     es_target,
     math,
     metric,
+    organize_columns,
     panel,
     row,
     terms,
@@ -47,7 +52,7 @@ from pipeline.dashboards.builder import (
 from pipeline.dashboards.datasources import NODE_EVENTS, NODES
 
 __all__ = ["DOWN_OR_DRAINED", "DRAINS_AND_DOWNS", "NODES_NOW", "NODE_UID", "node_link",
-           "node_panels"]
+           "node_panels", "node_table"]
 
 NODE_UID = "jobstream-node"
 
@@ -66,26 +71,11 @@ _DOWN_ROWS = 200
 _DOWN_COLUMNS = (("cluster", "cluster"), ("node", "node"), ("state", "state"),
                  ("reason", "reason"), ("reason_by", "who"), ("Min since", "since"),
                  ("Max reason_at", "reason set"))
-_LEGEND = {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-           "tooltip": {"mode": "multi", "sort": "desc"}}
 
 
 def node_link() -> dict[str, Any]:
     """A data link on a ``node`` column to the node dashboard (the row's cluster)."""
-    return {
-        "matcher": {"id": "byName", "options": "node"},
-        "properties": [{"id": "links", "value": [{
-            "title": "Node details",
-            "url": f"/d/{NODE_UID}/jobstream-node?var-cluster=${{__data.fields.cluster}}"
-                   "&var-node=${__value.raw}&${__url_time_range}",
-        }]}],
-    }
-
-
-def dates(*names: str) -> list[dict[str, Any]]:
-    """Overrides showing epoch-millisecond columns (metrics of date fields) as dates."""
-    return [{"matcher": {"id": "byName", "options": name},
-             "properties": [{"id": "unit", "value": "dateTimeAsIso"}]} for name in names]
+    return drilldown_link("node", "Node details", NODE_UID)
 
 
 def node_table_target(query: str, ref: str = "A", rows: int = _DOWN_ROWS) -> dict[str, Any]:
@@ -100,20 +90,25 @@ def node_table_target(query: str, ref: str = "A", rows: int = _DOWN_ROWS) -> dic
 
 
 def node_table_transformations() -> list[dict[str, Any]]:
-    return [{"id": "organize", "options": {
-        "renameByName": {column: name for column, name in _DOWN_COLUMNS if column != name},
-        "indexByName": {column: i for i, (column, _) in enumerate(_DOWN_COLUMNS)}}},
-        {"id": "sortBy", "options": {"sort": [{"field": "since", "desc": False}]}}]
+    return organize_columns(_DOWN_COLUMNS, sort="since", desc=False)
+
+
+def node_table(title: str, query: str, *, w: int, h: int, description: str,
+               field_config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A table of the nodes matching ``query`` now (:func:`node_table_target`), each
+    opening its own dashboard."""
+    return panel("table", title, [node_table_target(query)], w=w, h=h,
+                 time_from=NODES_NOW, field_config=field_config,
+                 overrides=[node_link(), *dates("since", "reason set")],
+                 transformations=node_table_transformations(), description=description)
 
 
 def node_panels(grid: Grid) -> None:
     grid.add(row("Nodes (node documents)"))
     grid.add(
-        panel("table", "Drained, draining and down nodes now", [
-            node_table_target(f"{DOWN_OR_DRAINED} AND {_CLUSTER}"),
-        ], w=14, h=9, time_from=NODES_NOW,
-            overrides=[node_link(), *dates("since", "reason set")],
-            transformations=node_table_transformations(),
+        node_table(
+            "Drained, draining and down nodes now", f"{DOWN_OR_DRAINED} AND {_CLUSTER}",
+            w=14, h=9,
             description="Nodes that take no work now: drained (no job left), draining "
                         "(drained, its jobs still running) or down, the longest so first, "
                         "with the reason (Slurm's node reason, Flux's drain reason), who "
@@ -162,10 +157,7 @@ def node_panels(grid: Grid) -> None:
                       alias="{{term state}}", metrics=[metric("count")],
                       buckets=[terms("state", size=5), date_histogram(NODES.time_field)]),
         ], w=12, h=8, interval="5m", unit="short",
-            field_config={"custom": {"drawStyle": "bars",
-                                     "stacking": {"mode": "normal", "group": "A"},
-                                     "fillOpacity": 80, "lineWidth": 1}},
-            options=_LEGEND,
+            field_config=BARS, options=LEGEND,
             description="Nodes drained, draining or down now whose state began in each "
                         "interval (since). Not a count of drains: a node drained and "
                         "resumed in the range is not here, one drained twice once; every "
@@ -180,10 +172,7 @@ def node_panels(grid: Grid) -> None:
                       buckets=[terms("reason", size=10, order_by=0, missing="-"),
                                date_histogram(NODE_EVENTS.time_field, "1w")]),
         ], w=12, h=8, unit="short",
-            field_config={"custom": {"drawStyle": "bars",
-                                     "stacking": {"mode": "normal", "group": "A"},
-                                     "fillOpacity": 80, "lineWidth": 1}},
-            options=_LEGEND,
+            field_config=BARS, options=LEGEND,
             description="Drains and downs stated in each week, by their reason, each "
                         "counted once (a unique count of the events' episode): Flux drain "
                         "and offline events; Slurm polls that saw a node drained, draining "
@@ -195,7 +184,7 @@ def node_panels(grid: Grid) -> None:
                       alias="{{term state}}", metrics=[metric("cardinality", "node")],
                       buckets=[terms("state", size=10, order="asc", order_by="_key"),
                                date_histogram(NODE_EVENTS.time_field)]),
-        ], w=12, h=8, unit="short", options=_LEGEND,
+        ], w=12, h=8, unit="short", options=LEGEND,
             description="Nodes seen in each state (up, unresponsive, draining, drained, "
                         "down, off, unknown) per interval, from the events that state it: "
                         "Slurm's polls (a node seen in two states in one interval counts in "

@@ -59,6 +59,7 @@ __all__ = [
     "RecordedJournalSource",
     "Watermark",
     "follow",
+    "spooled_watermark",
 ]
 
 logger = logging.getLogger(__name__)
@@ -282,6 +283,20 @@ class Watermark:
             return self.since if moved else None
 
 
+def spooled_watermark(runtime: EdgeRuntime, meta: str) -> Watermark:
+    """A journal's watermark, read from the spool's meta ``meta`` (0 before the first) and
+    written back there whenever Kafka's confirmations move it: where a restart resumes."""
+    watermark = Watermark(float(runtime.spool.get_meta(meta, "0") or 0))
+
+    def acked(seqs: list[int]) -> None:
+        since = watermark.acked(seqs)
+        if since is not None:
+            runtime.spool.set_meta(meta, repr(since))
+
+    runtime.on_acked(acked)
+    return watermark
+
+
 class Follower(Protocol):
     """One journal of the edge: its source, and what it does with each response."""
 
@@ -337,17 +352,11 @@ class FluxEdge:
         self.source = source
         self.runtime = runtime or EdgeRuntime(cfg, "flux")
         self.also = list(also)
-        self.watermark = Watermark(float(self.runtime.spool.get_meta(SINCE_META, "0") or 0))
-        self.runtime.on_acked(self._on_acked)
+        self.watermark = spooled_watermark(self.runtime, SINCE_META)
         self.published = 0
         self.skipped = 0
         self.sentinels = 0
         self._in_backlog = True
-
-    def _on_acked(self, seqs: list[int]) -> None:
-        since = self.watermark.acked(seqs)
-        if since is not None:
-            self.runtime.spool.set_meta(SINCE_META, repr(since))
 
     def connected(self) -> None:
         self._in_backlog = True

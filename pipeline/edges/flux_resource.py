@@ -53,9 +53,9 @@ from pipeline.edges.base import EdgeRuntime, record_key
 from pipeline.edges.flux import (
     FluxJournalSource,
     JournalSource,
-    Watermark,
     _loads,
     _max_timestamp,
+    spooled_watermark,
 )
 from pipeline.parsers.flux_resource import SOURCE, RankMaps
 from pipeline.runtime.config import Config
@@ -95,19 +95,12 @@ class FluxResourceEdge:
         self.cfg = cfg
         self.source = source
         self.runtime = runtime
-        self.watermark = Watermark(float(runtime.spool.get_meta(RESOURCE_SINCE_META, "0")
-                                         or 0))
-        runtime.on_acked(self._on_acked)
+        self.watermark = spooled_watermark(runtime, RESOURCE_SINCE_META)
         self.published = 0
         self.skipped = 0
         self.sentinels = 0
         self._maps = RankMaps()
         self._in_backlog = True
-
-    def _on_acked(self, seqs: list[int]) -> None:
-        since = self.watermark.acked(seqs)
-        if since is not None:
-            self.runtime.spool.set_meta(RESOURCE_SINCE_META, repr(since))
 
     def connected(self) -> None:
         # a new connection's backlog starts with a restart again: a map of its own

@@ -10,17 +10,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from workload_documents import documents_at
 
-from pipeline.core.model import RawRecord
 from pipeline.dashboards import job, node, overview
 from pipeline.dashboards.check import Checker, PanelAnswer, PanelReport, Status, TargetReport
 from pipeline.dashboards.datasources import JOBS_BY_END, JOBS_BY_SUBMIT, NODE_EVENTS, NODES
 from pipeline.dashboards.grafana_query import lucene_values, substitute, variable_values
 from pipeline.dashboards.grafana_time import TimeRange
 from pipeline.dashboards.overview_nodes import NODES_NOW
-from pipeline.fold import fold
-from pipeline.parsers.normalize import normalize
-from pipeline.tooling.workload import Workload, WorkloadSpec
+from pipeline.tooling.workload import WorkloadSpec
 
 OVERVIEW = overview.build()
 NODE = node.build()
@@ -167,11 +165,8 @@ def test_job_documents_name_each_host_so_the_node_phrase_matches() -> None:
     # by one, never a hostlist ("c[001-004]"). (Beyond 16 hosts the fold's state keeps
     # them as runs and its documents still list each: test_fold_bounds.py.)
     now = 1_795_000_000.0
-    w = Workload(WorkloadSpec(seed=11, jobs=240, rate=0.3, start=now - 900))
-    events = [ev for r in w.records() if r.time <= now
-              for ev in normalize(RawRecord(r.cluster, r.scheduler, r.format,  # type: ignore[arg-type]
-                                            r.time, r.payload, r.key))]
-    docs = [d for d in fold(events) if d["nodelist"]]
+    docs = [d for d in documents_at(WorkloadSpec(seed=11, jobs=240, rate=0.3,
+                                                 start=now - 900), now) if d["nodelist"]]
     assert any(len(d["nodelist"]) > 4 for d in docs)
     for d in docs:
         assert d["nnodes"] in (None, len(d["nodelist"]))

@@ -8,17 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from workload_documents import documents_at
 
-from pipeline.core.model import RawRecord
 from pipeline.dashboards import job, overview
 from pipeline.dashboards.datasources import DATASOURCES
 from pipeline.dashboards.fields import check_use, field_uses
 from pipeline.dashboards.grafana_query import substitute, variable_values
-from pipeline.fold import fold
-from pipeline.parsers.normalize import normalize
 from pipeline.sink.names import Family
 from pipeline.sink.templates import family_body
-from pipeline.tooling.workload import Workload, WorkloadSpec
+from pipeline.tooling.workload import WorkloadSpec
 
 OVERVIEW = overview.build()
 JOB = job.build()
@@ -195,11 +193,9 @@ def test_the_checked_workload_fills_the_running_usage_panels() -> None:
     # GPU-idle one: its jobs run at most 15 minutes, the longest time limit, and the edge
     # sees a job's GPUs idle from its first sample on.)
     now = 1_795_000_000.0
-    w = Workload(WorkloadSpec(seed=11, jobs=540, rate=0.3, start=now - 1800))
-    events = [ev for r in w.records() if r.time <= now
-              for ev in normalize(RawRecord(r.cluster, r.scheduler, r.format,  # type: ignore[arg-type]
-                                            r.time, r.payload, r.key))]
-    running = [d for d in fold(events) if d["state"] == "running"]
+    running = [d for d in documents_at(WorkloadSpec(seed=11, jobs=540, rate=0.3,
+                                                    start=now - 1800), now)
+               if d["state"] == "running"]
     assert sum(d["usage_sampled_at"] is not None for d in running) > 10
     assert any(d["usage_cpu_now_pct"] is not None and d["usage_cpu_now_pct"] < 10
                for d in running)

@@ -37,7 +37,7 @@ from pipeline.core.model import RawRecord
 from pipeline.edges.base import EdgeRuntime, record_key
 from pipeline.edges.slurm.changes import PublishedViews, digest, dumps
 from pipeline.edges.slurm.documents import iter_items, top_level
-from pipeline.edges.slurm.polling import PollError, PollLoop, Runner, run_command
+from pipeline.edges.slurm.polling import Poller, PollError, Runner, run_command
 
 __all__ = ["FORMAT", "NODES_META", "STATE_FIELDS", "NodePoller", "nodes_command",
            "slurm_version", "state_view"]
@@ -78,30 +78,19 @@ def nodes_command(version: tuple[int, int]) -> list[str]:
     return ["sinfo", "--json"]
 
 
-class NodePoller:
+class NodePoller(Poller):
     """Runs the node polls in a thread; ``poll_once`` is the unit of work (tests call it).
     Built before the edge's runtime starts, so that it hears every confirmation."""
 
     def __init__(self, runtime: EdgeRuntime, *, runner: Runner = run_command,
                  clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], bool] | None = None) -> None:
-        self.runtime = runtime
-        self.cfg = runtime.cfg.edge.slurm
-        self.runner = runner
-        self.clock = clock
-        self.published = 0
-        self.polls = 0
+        super().__init__(runtime, what="slurm node poll",
+                         interval_s=runtime.cfg.edge.slurm.nodes_interval_s, runner=runner,
+                         clock=clock, sleep=sleep)
         self.views = PublishedViews(runtime.spool, NODES_META)
         runtime.on_acked(self.views.acked)
         self._command = shlex.split(self.cfg.nodes_command)
-        self._loop = PollLoop(self.poll_once, what="slurm node poll",
-                              interval_s=self.cfg.nodes_interval_s,
-                              backoff_max_s=self.cfg.poll_backoff_max_s,
-                              join_timeout_s=self.cfg.command_timeout_s + 5.0, sleep=sleep)
-
-    @property
-    def failures(self) -> int:
-        return self._loop.failures
 
     def command(self) -> list[str]:
         """``nodes_command``, or the one of the Slurm release (asked once it answers)."""
@@ -160,13 +149,3 @@ class NodePoller:
         self.views.publish([(name, value) for name, value, _ in batch],
                            lambda: self.runtime.publish_many(records))
         return len(records)
-
-    def start(self) -> None:
-        self._loop.start()
-
-    def run(self) -> None:
-        """Poll until stopped: every ``nodes_interval_s``, backing off while Slurm fails."""
-        self._loop.run()
-
-    def stop(self) -> None:
-        self._loop.stop()

@@ -35,7 +35,7 @@ from pipeline.core.model import RawRecord
 from pipeline.edges.base import EdgeRuntime, record_key
 from pipeline.edges.slurm.changes import DigestSet, DigestWriter, digest, dumps
 from pipeline.edges.slurm.documents import iter_items, top_level
-from pipeline.edges.slurm.polling import PollLoop, Runner, run_command
+from pipeline.edges.slurm.polling import Poller, Runner, run_command
 
 __all__ = ["CHUNK", "HWM_META", "SlurmPoller"]
 
@@ -47,29 +47,18 @@ HWM_META = "slurm.sacct.hwm"
 CHUNK = 250
 
 
-class SlurmPoller:
+class SlurmPoller(Poller):
     """Runs the polls in a thread; ``poll_once`` is the unit of work (tests call it)."""
 
     def __init__(self, runtime: EdgeRuntime, *, runner: Runner = run_command,
                  clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], bool] | None = None) -> None:
-        self.runtime = runtime
-        self.cfg = runtime.cfg.edge.slurm
-        self.runner = runner
-        self.clock = clock
-        self.published = 0
-        self.polls = 0
+        super().__init__(runtime, what="slurm poll",
+                         interval_s=runtime.cfg.edge.slurm.poll_interval_s, runner=runner,
+                         clock=clock, sleep=sleep)
         #: the digests of the last poll's jobs, by format (the job id is in the job)
         self._seen: dict[str, DigestSet] = {"slurm-squeue": DigestSet(),
                                             "slurm-sacct": DigestSet()}
-        self._loop = PollLoop(self.poll_once, what="slurm poll",
-                              interval_s=self.cfg.poll_interval_s,
-                              backoff_max_s=self.cfg.poll_backoff_max_s,
-                              join_timeout_s=self.cfg.command_timeout_s + 5.0, sleep=sleep)
-
-    @property
-    def failures(self) -> int:
-        return self._loop.failures
 
     @property
     def high_water_mark(self) -> float | None:
@@ -145,13 +134,6 @@ class SlurmPoller:
         self.polls += 1
         self.published += n
         return n
-
-    def start(self) -> None:
-        self._loop.start()
-
-    def run(self) -> None:
-        """Poll until stopped: every ``poll_interval_s``, backing off while Slurm fails."""
-        self._loop.run()
 
     def stop(self) -> None:
         if self._loop.stop():  # else still in a poll, which uses the digests

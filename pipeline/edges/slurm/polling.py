@@ -1,24 +1,30 @@
 """What the Slurm pollers share around their polls: running a Slurm command into a file,
-and the loop that polls every interval in its own thread, backing off while Slurm fails.
+the loop that polls every interval in its own thread, backing off while Slurm fails, and
+the base of the pollers that runs their loop.
 
-The pollers (:mod:`.poller`: squeue and sacct; :mod:`.nodes`: scontrol/sinfo) give the
-loop their ``poll_once``; it counts the failures, logs, and waits with
-:class:`~pipeline.runtime.backoff.Backoff` while the poll raises what a Slurm outage or a
-full disk raises.
+The pollers (:mod:`.poller`: squeue and sacct; :mod:`.nodes`: scontrol/sinfo), both
+:class:`Poller`, give the loop their ``poll_once``; it counts the failures, logs,
+and waits with :class:`~pipeline.runtime.backoff.Backoff` while the poll raises what a
+Slurm outage or a full disk raises.
 """
 
 from __future__ import annotations
 
+import abc
 import logging
 import subprocess
 import threading
+import time
 from collections.abc import Callable
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from pipeline.runtime.backoff import Backoff
 from pipeline.runtime.errors import JobstreamError
 
-__all__ = ["PollError", "PollLoop", "Runner", "run_command"]
+if TYPE_CHECKING:
+    from pipeline.edges.base import EdgeRuntime
+
+__all__ = ["PollError", "PollLoop", "Poller", "Runner", "run_command"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,3 +102,45 @@ class PollLoop:
             self._thread.join(self.join_timeout_s)
             return not self._thread.is_alive()
         return True
+
+
+class Poller(abc.ABC):
+    """A Slurm poller: its ``poll_once`` run by a :class:`PollLoop` in a thread, with the
+    edge's Slurm settings (``cfg``), the command runner and the clock it polls with, and
+    its counts (``polls``, ``published``: ``poll_once`` keeps them; ``failures``: the
+    loop's). Built before the edge's runtime starts.
+
+    :param what: names the poll in the log and its thread (``"slurm poll"``).
+    :param interval_s: the time between polls (the poller's own setting).
+    """
+
+    def __init__(self, runtime: EdgeRuntime, *, what: str, interval_s: float,
+                 runner: Runner = run_command, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], bool] | None = None) -> None:
+        self.runtime = runtime
+        self.cfg = runtime.cfg.edge.slurm
+        self.runner = runner
+        self.clock = clock
+        self.published = 0
+        self.polls = 0
+        self._loop = PollLoop(self.poll_once, what=what, interval_s=interval_s,
+                              backoff_max_s=self.cfg.poll_backoff_max_s,
+                              join_timeout_s=self.cfg.command_timeout_s + 5.0, sleep=sleep)
+
+    @abc.abstractmethod
+    def poll_once(self) -> int:
+        """One poll; the number of records published. Raises PollError."""
+
+    @property
+    def failures(self) -> int:
+        return self._loop.failures
+
+    def start(self) -> None:
+        self._loop.start()
+
+    def run(self) -> None:
+        """Poll until stopped: every interval, backing off while Slurm fails."""
+        self._loop.run()
+
+    def stop(self) -> None:
+        self._loop.stop()

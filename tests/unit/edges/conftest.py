@@ -4,6 +4,7 @@ can be read back, and nothing leaves the spool (the drainer is not started)."""
 from __future__ import annotations
 
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,3 +51,18 @@ def spooled(spool: Spool) -> list[tuple[bytes | None, RawRecord]]:
 @pytest.fixture
 def read_spool():  # noqa: ANN201 - returns the helper
     return spooled
+
+
+@pytest.fixture
+def fake_flux(monkeypatch: pytest.MonkeyPatch, flux_responses: Path) -> Iterator[object]:
+    """The stand-in of the flux bindings (fakeflux/), imported afresh, answering with the
+    file of ``flux_responses`` (a fixture of the test's module)."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "fakeflux"))
+    monkeypatch.setenv("FAKE_FLUX_RESPONSES", str(flux_responses))
+    for name in ("flux", "flux.constants"):
+        sys.modules.pop(name, None)
+    import flux  # type: ignore[import-not-found]
+
+    yield flux
+    for name in ("flux", "flux.constants"):
+        sys.modules.pop(name, None)

@@ -4,9 +4,7 @@ sends, exact response bytes, end of stream, and the clear errors."""
 from __future__ import annotations
 
 import errno
-import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,16 +17,9 @@ LIVE = vector("flux", "real-0.88-journal-live.jsonl")
 
 
 @pytest.fixture
-def fake_flux(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
-    monkeypatch.syspath_prepend(str(Path(__file__).parent / "fakeflux"))
-    monkeypatch.setenv("FAKE_FLUX_RESPONSES", str(LIVE))
-    for name in ("flux", "flux.constants"):
-        sys.modules.pop(name, None)
-    import flux  # type: ignore[import-not-found]
-
-    yield flux
-    for name in ("flux", "flux.constants"):
-        sys.modules.pop(name, None)
+def flux_responses() -> Path:
+    """What the fake flux bindings answer (the conftest's ``fake_flux``)."""
+    return LIVE
 
 
 def test_streams_the_exact_response_bytes_then_ends(fake_flux) -> None:  # noqa: ANN001

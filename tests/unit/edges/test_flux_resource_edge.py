@@ -4,7 +4,6 @@ Kafka: what Kafka confirmed is reported as the drainer reports it)."""
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -193,17 +192,9 @@ def test_a_resource_journal_that_cannot_run_stops_the_edge_with_its_error(
 
 
 @pytest.fixture
-def fake_flux(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
-    monkeypatch.syspath_prepend(str(Path(__file__).parent / "fakeflux"))
-    monkeypatch.setenv("FAKE_FLUX_RESPONSES", str(RESOURCES))
-    for name in ("flux", "flux.constants"):
-        sys.modules.pop(name, None)
-    import flux  # type: ignore[import-not-found]
-
-    flux.requests.clear()
-    yield flux
-    for name in ("flux", "flux.constants"):
-        sys.modules.pop(name, None)
+def flux_responses() -> Path:
+    """What the fake flux bindings answer (the conftest's ``fake_flux``)."""
+    return RESOURCES
 
 
 def test_the_live_source_asks_rank_0_as_flux_s_consumer_does(fake_flux) -> None:  # noqa: ANN001
