@@ -49,7 +49,10 @@ from wsgiref.simple_server import WSGIServer
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 from elasticsearch import ApiError, Elasticsearch, helpers
+from topic_reads import read_topic
 
+from agents.canonical import decode_item
+from pipeline.core.nodes import NodeEvent
 from pipeline.edges.base import EdgeRuntime
 from pipeline.kafka.positions import TP, Positions, group_lag
 from pipeline.kafka.topics import canonical_topic, ensure_topics
@@ -701,9 +704,13 @@ class Flow:
                    self._positions.committed(group, tps))
 
     def rekeyed(self) -> int:
-        """Records in the worker's canonical topic: events re-keyed (none of jobstream's
-        producers' records are) and expiry words (none within the scenarios' grace)."""
-        return sum(self._positions.ends([canonical_topic(self.cfg.worker.app_id)]).values())
+        """Job records in the worker's canonical topic: job events re-keyed (none of
+        jobstream's producers' records are) and expiry words (none within the scenarios'
+        grace). A Flux job's node events (its ``alloc`` and ``free`` on each of its nodes,
+        agents/jobs.py "Allocations") are keyed by node, and go there whenever the
+        node's partition is not the job's: they are not counted."""
+        messages = read_topic(self.cfg, canonical_topic(self.cfg.worker.app_id))
+        return sum(not isinstance(decode_item(m.value or b""), NodeEvent) for m in messages)
 
     def lag(self) -> dict[str, int]:
         """Records not yet committed: the edge's spool, the worker's and the sink's groups."""

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from workers import WorkerProcess, close_clients
+from topic_reads import close_clients
+from workers import WorkerProcess
 
 from pipeline.runtime.config import Config
 

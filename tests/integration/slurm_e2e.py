@@ -27,8 +27,8 @@ import psutil
 from slurm_cluster import SlurmCluster
 from slurm_daemons import log_tail
 from stack_names import isolated
+from topic_reads import end_offsets, read_topic
 from waiting import wait_until
-from workers import end_offsets, read_topic
 
 from pipeline.codecs.codec import AvroCodec, raw_from_avro
 from pipeline.core.model import RawRecord

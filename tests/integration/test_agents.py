@@ -30,19 +30,17 @@ from typing import Any
 
 import pytest
 from datafiles import vector as vector_file
+from topic_reads import Msg, end_offsets, read_topic
 from workers import (
-    Msg,
     Raw,
     WorkerProcess,
     as_state,
     diff_states,
-    end_offsets,
     event_ids,
     grep_log,
     latest_states,
     offline,
     publish,
-    read_topic,
     shuffled_within_jobs,
     stages,
     wait_caught_up,

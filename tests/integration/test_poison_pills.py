@@ -28,7 +28,8 @@ from typing import Any
 import psutil
 import pytest
 from elasticsearch import Elasticsearch
-from workers import Raw, publish, read_topic
+from topic_reads import read_topic
+from workers import Raw, publish
 
 from pipeline.core.model import RawRecord
 from pipeline.replay.readback import job_documents, jobs_alias, refresh

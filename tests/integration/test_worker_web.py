@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from topic_reads import read_topic
 from workers import (
     Raw,
     WorkerProcess,
     grep_log,
     offline,
     publish,
-    read_topic,
     wait_caught_up,
     wait_for,
 )

@@ -25,12 +25,9 @@ from typing import Any
 
 import psutil
 from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
     Producer,
 )
-from confluent_kafka import TopicPartition as KTP
-from confluent_kafka.admin import AdminClient
+from topic_reads import Msg, committed, end_offsets
 
 from pipeline.codecs.codec import AvroCodec, raw_to_avro
 from pipeline.codecs.wire import Wire, fit_event
@@ -38,7 +35,6 @@ from pipeline.core.anonymize import Anonymizer
 from pipeline.core.enrich import Enricher
 from pipeline.core.model import JobEvent, RawRecord
 from pipeline.fold import doc_id, fold
-from pipeline.kafka.positions import Positions
 from pipeline.kafka.topics import canonical_topic, ensure_topics
 from pipeline.parsers.normalize import normalize
 from pipeline.runtime.children import config_env
@@ -156,76 +152,7 @@ def wait_for(what: str, condition: Callable[[], bool], workers: Iterable[WorkerP
         time.sleep(poll_s)
 
 
-# -- topics ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Msg:
-    key: bytes | None
-    value: bytes | None
-    headers: dict[str, bytes]
-    partition: int
-    offset: int
-    #: the producer's CreateTime, epoch milliseconds
-    timestamp_ms: int = 0
-
-
-@functools.cache
-def _positions(bootstrap: str) -> Positions:
-    """The Positions (one AdminClient) the helpers below share."""
-    return Positions(AdminClient({"bootstrap.servers": bootstrap}))
-
-
-def close_clients() -> None:
-    """Drop the shared AdminClients at the session's end, so that they are destroyed
-    before the interpreter's teardown: a librdkafka client destroyed while Python is torn
-    down has threads that can no longer call into it (a CI run once ended in SIGSEGV after
-    every test had passed)."""
-    _positions.cache_clear()
-
-
-def end_offsets(cfg: Config, topic: str) -> dict[int, int]:
-    """partition -> high watermark (partitions of ``topic`` that exist). A partition that
-    answers "not leader" (a broker just started, a topic just made) is asked again."""
-    ends = _positions(cfg.kafka.bootstrap).ends([topic])
-    return {p: end for (_, p), end in ends.items()}
-
-
-def read_topic(cfg: Config, topic: str) -> list[Msg]:
-    """Every message of ``topic`` up to its current end, in partition/offset order."""
-    ends = end_offsets(cfg, topic)
-    todo = {p for p, end in ends.items() if end > 0}
-    out: list[Msg] = []
-    if not todo:
-        return out
-    consumer = Consumer(cfg.librdkafka(**{
-        "group.id": f"jobstream-test-read-{time.time_ns()}", "enable.auto.commit": False,
-        "fetch.message.max.bytes": 32 * 1024 * 1024}))
-    try:
-        consumer.assign([KTP(topic, p, OFFSET_BEGINNING) for p in sorted(todo)])
-        deadline = time.monotonic() + GUARD_S
-        while todo:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"hang guard: {topic} partitions {todo} not read to end")
-            for msg in consumer.consume(1000, 0.5):
-                if msg.error():
-                    continue
-                p = msg.partition()
-                out.append(Msg(msg.key(), msg.value(), dict(msg.headers() or []), p,
-                               msg.offset(), msg.timestamp()[1]))
-                if msg.offset() + 1 >= ends[p]:
-                    todo.discard(p)
-    finally:
-        consumer.close()
-    out = [m for m in out if m.offset < ends[m.partition]]
-    out.sort(key=lambda m: (m.partition, m.offset))
-    return out
-
-
-def committed(cfg: Config, group: str, topic: str, partitions: Iterable[int]) -> dict[int, int]:
-    """partition -> the group's committed offset (negative if none)."""
-    done = _positions(cfg.kafka.bootstrap).committed(group, [(topic, p) for p in partitions])
-    return {p: off for (_, p), off in done.items()}
+# -- topics (read with tests/topic_reads.py) ------------------------------------------
 
 
 def lag(cfg: Config) -> dict[str, dict[int, tuple[int, int]]]:
