@@ -1,6 +1,7 @@
-"""The overview's "Nodes" rows: drained and down nodes now, nodes by state, node-hours in
-drain by reason, drains and downs begun in the range (the node documents); drains and downs
-per week by reason and the nodes' states over time (the node events).
+"""The overview's "Nodes" rows: drained and down nodes now and the failed jobs on them,
+nodes by state, node-hours in drain by reason, drains and downs begun in the range (the
+node documents); drains and downs per week by reason and the nodes' states over time (the
+node events).
 
 The first row reads the node documents (``hpc-nodes``, one per cluster and node, its state
 now: schemas/README.md, "Node state") through the data source whose time field is
@@ -26,8 +27,12 @@ The second row reads the node events (``hpc-node-events``, one per event, at its
   leaves depends on the node's other events: schemas/README.md), so Flux nodes are in the
   drains and downs, not there.
 
+The failed jobs on the drained and down nodes are the job documents that ended in the
+range with a failed result and a host of ``$bad_nodes`` in their ``nodelist``
+(:func:`bad_nodes_var`): a job failed and its node drained soon after, side by side.
+
 The overview's cluster variable applies; its queue, bank and user variables are the
-jobs' and do not (a Flux node has no partition).
+jobs' and apply to the failed jobs only (a Flux node has no partition).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""The node dashboards (issue 36 part 5): the overview's Nodes row, the node page, the job
-page's nodes now, and the check's "All" of a query variable without a custom value (the
-job page's $job_nodes), written as Grafana writes it."""
+"""The node dashboards (issue 36 part 5): the overview's Nodes row and its failed jobs on
+the nodes drained or down now, the node page, the job page's nodes now, and the check's
+"All" of a query variable without a custom value (the job page's $job_nodes, the
+overview's $bad_nodes), written as Grafana writes it."""
 
 from __future__ import annotations
 
