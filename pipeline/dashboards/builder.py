@@ -231,15 +231,17 @@ def organize_columns(columns: Sequence[tuple[str, str]], *, sort: str, desc: boo
 
 
 def organize_fields(names: Sequence[str], *, sort: str,
-                    rename: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+                    rename: Mapping[str, str] | None = None, desc: bool = False
+                    ) -> list[dict[str, Any]]:
     """The transformations of a raw-data table: only the fields ``names``, in that order,
-    renamed by ``rename``, the rows sorted on ``sort`` ascending (oldest first)."""
+    renamed by ``rename``, the rows sorted on ``sort`` ascending (oldest first; ``desc``:
+    newest first)."""
     options: dict[str, Any] = {"indexByName": {name: i for i, name in enumerate(names)},
                                "includeByName": dict.fromkeys(names, True)}
     if rename:
         options["renameByName"] = dict(rename)
     return [{"id": "organize", "options": options},
-            {"id": "sortBy", "options": {"sort": [{"field": sort, "desc": False}]}}]
+            {"id": "sortBy", "options": {"sort": [{"field": sort, "desc": desc}]}}]
 
 
 def row(title: str) -> dict[str, Any]:
@@ -282,11 +284,14 @@ class Grid:
 
 
 def query_var(name: str, label: str, ds: DataSource, field_: str, *, query: str = "",
-              all_value: str = "*", description: str = "") -> dict[str, Any]:
+              all_value: str = "*", description: str = "", hidden: bool = False
+              ) -> dict[str, Any]:
     """A multi-value variable listing the values of a keyword field (terms query).
 
     ``all_value``: what "All" is written as; empty for none, and then Grafana writes the
-    values the query found (in a Lucene query ``("a" OR "b")``, ``__empty__`` for none)."""
+    values the query found (in a Lucene query ``("a" OR "b")``, ``__empty__`` for none).
+    ``hidden``: not shown in the dashboard's header (Grafana's hide 2), for a variable
+    that only carries values from one query to a panel's."""
     find: dict[str, Any] = {"find": "terms", "field": field_, "size": 1000}
     if query:
         find["query"] = query
@@ -296,7 +301,7 @@ def query_var(name: str, label: str, ds: DataSource, field_: str, *, query: str 
         "datasource": ds.ref(), "query": definition, "definition": definition,
         "refresh": 2, "sort": 1, "multi": True, "includeAll": True, "allValue": all_value,
         "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
-        "options": [], "hide": 0, "regex": "", "skipUrlSync": False,
+        "options": [], "hide": 2 if hidden else 0, "regex": "", "skipUrlSync": False,
     }
 
 

@@ -42,7 +42,7 @@ from pipeline.dashboards.builder import (
     textbox_var,
 )
 from pipeline.dashboards.datasources import EVENTS, JOBS_BY_SUBMIT
-from pipeline.dashboards.overview import ALL, JOB_UID
+from pipeline.dashboards.job_filters import ALL, JOB_UID
 from pipeline.dashboards.overview import UID as OVERVIEW_UID
 from pipeline.dashboards.overview_nodes import node_table
 

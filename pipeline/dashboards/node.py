@@ -41,7 +41,7 @@ from pipeline.dashboards.builder import (
     units,
 )
 from pipeline.dashboards.datasources import JOBS_BY_END, JOBS_BY_SUBMIT, NODE_EVENTS, NODES
-from pipeline.dashboards.overview import ALL, FAILED, job_link
+from pipeline.dashboards.job_filters import ALL, FAILED, job_link
 from pipeline.dashboards.overview import UID as OVERVIEW_UID
 from pipeline.dashboards.overview_nodes import NODE_UID, NODES_NOW
 from pipeline.fold.nodes import STATES

@@ -44,7 +44,6 @@ from pipeline.dashboards.builder import (
     dashboard_link,
     date_histogram,
     dates,
-    drilldown_link,
     es_target,
     filters,
     histogram,
@@ -64,22 +63,13 @@ from pipeline.dashboards.datasources import (
     JOBS_BY_SUBMIT,
     SNAPSHOTS,
 )
-from pipeline.dashboards.overview_nodes import NODE_UID, node_panels
+from pipeline.dashboards.job_filters import ALL, CLUSTER, FAILED, JOB_UID, JOBS, job_link
+from pipeline.dashboards.overview_nodes import NODE_UID, bad_nodes_var, node_panels
 
-__all__ = ["UID", "build", "job_link"]
+__all__ = ["UID", "build"]
 
 UID = "jobstream-overview"
-JOB_UID = "jobstream-job"
-
-#: "All" of a variable: the field's values or no value at all. A plain ``*`` would be an
-#: exists query and hide every document without the field (a Flux job without a queue or
-#: a user name), so "All" matches everything: ``(queue:* OR *:*)``.
-ALL = "* OR *:*"
-
-JOBS = "(cluster:$cluster) AND (queue:$queue) AND (bank:$bank) AND (user:$user)"
 SNAPS = "(cluster:$cluster) AND (queue:$queue)"
-CLUSTER = "(cluster:$cluster)"
-FAILED = "result:(failed OR node_fail OR oom OR timeout OR exception)"
 RUNNING = "state:(running OR completing)"
 
 #: Snapshot instants are aligned to the worker's snapshot interval (30 s by default):
@@ -120,11 +110,6 @@ def _by_ref(ref: str, name: str) -> dict[str, Any]:
     """An override naming the series of one expression ``<name> <queue>``."""
     return {"matcher": {"id": "byFrameRefID", "options": ref},
             "properties": [{"id": "displayName", "value": f"{name} ${{__field.labels.queue}}"}]}
-
-
-def job_link() -> dict[str, Any]:
-    """A data link on a ``job_id`` column to the per-job dashboard (the row's cluster)."""
-    return drilldown_link("job_id", "Job details", JOB_UID)
 
 
 #: Rows of the longest-waiting pending jobs (per cluster from Elasticsearch, then overall).
@@ -620,6 +605,7 @@ def build() -> dict[str, Any]:
         custom_var("gpu_idle_min", "GPUs idle for (min)", GPU_IDLE_MINUTES, GPU_IDLE_DEFAULT,
                    description="A running job whose GPUs have all been under 5 % busy this "
                                "long wastes them."),
+        bad_nodes_var(),
     ]
     return dashboard(
         UID, "jobstream: HPC operations overview",

@@ -1,6 +1,7 @@
-"""The overview's "Nodes" rows: drained and down nodes now, nodes by state, node-hours in
-drain by reason, drains and downs begun in the range (the node documents); drains and downs
-per week by reason and the nodes' states over time (the node events).
+"""The overview's "Nodes" rows: drained and down nodes now and the failed jobs on them,
+nodes by state, node-hours in drain by reason, drains and downs begun in the range (the
+node documents); drains and downs per week by reason and the nodes' states over time (the
+node events).
 
 The first row reads the node documents (``hpc-nodes``, one per cluster and node, its state
 now: schemas/README.md, "Node state") through the data source whose time field is
@@ -26,8 +27,12 @@ The second row reads the node events (``hpc-node-events``, one per event, at its
   leaves depends on the node's other events: schemas/README.md), so Flux nodes are in the
   drains and downs, not there.
 
+The failed jobs on the drained and down nodes are the job documents that ended in the
+range with a failed result and a host of ``$bad_nodes`` in their ``nodelist``
+(:func:`bad_nodes_var`): a job failed and its node drained soon after, side by side.
+
 The overview's cluster variable applies; its queue, bank and user variables are the
-jobs' and do not (a Flux node has no partition).
+jobs' and apply to the failed jobs only (a Flux node has no partition).
 """
 
 from __future__ import annotations
@@ -45,14 +50,17 @@ from pipeline.dashboards.builder import (
     math,
     metric,
     organize_columns,
+    organize_fields,
     panel,
+    query_var,
     row,
     terms,
 )
-from pipeline.dashboards.datasources import NODE_EVENTS, NODES
+from pipeline.dashboards.datasources import JOBS_BY_END, NODE_EVENTS, NODES
+from pipeline.dashboards.job_filters import FAILED, JOBS, job_link
 
-__all__ = ["DOWN_OR_DRAINED", "DRAINS_AND_DOWNS", "NODES_NOW", "NODE_UID", "node_link",
-           "node_panels", "node_table"]
+__all__ = ["BAD_NODES_JOBS", "DOWN_OR_DRAINED", "DRAINS_AND_DOWNS", "NODES_NOW", "NODE_UID",
+           "bad_nodes_var", "node_link", "node_panels", "node_table"]
 
 NODE_UID = "jobstream-node"
 
@@ -65,6 +73,14 @@ DOWN_OR_DRAINED = "state:(drained OR draining OR down)"
 _CLUSTER = "(cluster:$cluster)"
 #: Node events that state a drain or a down (their ``episode``: module docstring)
 DRAINS_AND_DOWNS = "episode:*"
+#: The failed jobs on the nodes of ``$bad_nodes`` (:func:`bad_nodes_var`). In
+#: parentheses: a value given for the variable (``"n1" OR "n2"``) stays one clause; with
+#: no node drained Grafana writes ``__empty__``, which no host is, so no job matches.
+BAD_NODES_JOBS = f"nodelist:($bad_nodes) AND {FAILED} AND {JOBS}"
+#: Documents of the failed jobs table (Grafana sorts documents on _doc before t_end,
+#: grafana_query._sort: beyond this many, the last indexed)
+_FAILED_ROWS = 500
+_FAILED_COLUMNS = ("t_end", "cluster", "job_id", "user", "result", "failed_node", "nodelist")
 #: Rows of the drained and down nodes table (per cluster from Elasticsearch)
 _DOWN_ROWS = 200
 #: (column as Grafana names it, as shown), in the order shown
@@ -103,25 +119,58 @@ def node_table(title: str, query: str, *, w: int, h: int, description: str,
                  transformations=node_table_transformations(), description=description)
 
 
+def bad_nodes_var() -> dict[str, Any]:
+    """``$bad_nodes``: the nodes drained, draining or down now whose state began in the
+    dashboard's range (a variable's query has the range on its data source's time field,
+    ``since``). "All" without a custom value, so that Grafana writes the hosts
+    themselves, ``("a" OR "b")``, for the failed jobs' ``nodelist``; hidden, as it only
+    carries them there."""
+    return query_var("bad_nodes", "Drained or down nodes", NODES, "node",
+                     query=f"{DOWN_OR_DRAINED} AND {_CLUSTER}", all_value="", hidden=True,
+                     description="Nodes drained, draining or down now, since a time in "
+                                 "the range (the failed jobs on them: the Nodes row).")
+
+
+def _failed_on_bad_nodes() -> dict[str, Any]:
+    return panel("table", "Failed jobs on nodes drained or down now", [
+        es_target(JOBS_BY_END, "A", query=BAD_NODES_JOBS,
+                  metrics=[metric("raw_data", size=str(_FAILED_ROWS))]),
+    ], w=12, h=9, overrides=[job_link(), *dates("t_end")],
+        transformations=organize_fields(_FAILED_COLUMNS, sort="t_end", desc=True),
+        description="Jobs that ended in the range failed, out of memory or time, by a "
+                    "node failure or an exception, on a node (nodelist) drained, "
+                    "draining or down now since a time in the range: a drain soon after "
+                    "a failure, the latest ended first, with the node Slurm blamed "
+                    "(failed_node) where it did. The drain reason: the node in the table "
+                    "beside (reason, who, since when), or the job's own page (a job id "
+                    "opens it), whose 'Its nodes now' lists its nodes' states and "
+                    "reasons, each opening the node's page. A node drained before the "
+                    "range began is not counted; with Cluster All a host name used on "
+                    "two clusters joins both. No node drained or down: no job.")
+
+
 def node_panels(grid: Grid) -> None:
     grid.add(row("Nodes (node documents)"))
     grid.add(
         node_table(
             "Drained, draining and down nodes now", f"{DOWN_OR_DRAINED} AND {_CLUSTER}",
-            w=14, h=9,
+            w=12, h=9,
             description="Nodes that take no work now: drained (no job left), draining "
                         "(drained, its jobs still running) or down, the longest so first, "
                         "with the reason (Slurm's node reason, Flux's drain reason), who "
                         "set it (Slurm's reason_set_by_user, 'slurm' for slurmctld; Flux "
                         "names nobody: '-'), since when the node is in that state and "
                         "when the reason was set. A node opens its own dashboard."),
+        _failed_on_bad_nodes(),
+    )
+    grid.add(
         panel("table", "Nodes by state", [
             es_target(NODES, "A", query=_CLUSTER, metrics=[metric("count")],
                       buckets=[terms("cluster", size=20, order="asc", order_by="_key"),
                                terms("partitions", size=50, order="asc", order_by="_key",
                                      missing="-"),
                                terms("state", size=10, order="asc", order_by="_key")]),
-        ], w=10, h=9, time_from=NODES_NOW, unit="short",
+        ], w=8, h=8, time_from=NODES_NOW, unit="short",
             transformations=[{"id": "organize", "options": {"renameByName": {
                 "partitions": "partition", "Count": "nodes"}}}],
             description="Nodes per cluster, partition and state now (up, unresponsive, "
@@ -139,7 +188,7 @@ def node_panels(grid: Grid) -> None:
             es_target(NODES, "B", query=in_drain, metrics=[metric("sum", "state_s.draining")],
                       buckets=by_reason, hide=True),
             math("C", "($A + $B) / 3600"),
-        ], w=12, h=8, time_from=NODES_NOW, unit="suffix: node-h",
+        ], w=8, h=8, time_from=NODES_NOW, unit="suffix: node-h",
             field_config={"displayName": "${__field.labels.reason}", "min": 0},
             options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "",
                                        "values": False},
@@ -156,7 +205,7 @@ def node_panels(grid: Grid) -> None:
             es_target(NODES, "A", query=f"{DOWN_OR_DRAINED} AND {_CLUSTER}",
                       alias="{{term state}}", metrics=[metric("count")],
                       buckets=[terms("state", size=5), date_histogram(NODES.time_field)]),
-        ], w=12, h=8, interval="5m", unit="short",
+        ], w=8, h=8, interval="5m", unit="short",
             field_config=BARS, options=LEGEND,
             description="Nodes drained, draining or down now whose state began in each "
                         "interval (since). Not a count of drains: a node drained and "

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from dashboard_data import Indexed, index_all, pipeline_output
+from dashboard_data import FAILED_RESULTS, Indexed, index_all, pipeline_output
 from elasticsearch import Elasticsearch
 
 from pipeline.cli import main
@@ -134,6 +134,14 @@ def test_every_shipped_panel_is_ok_and_shows_data(stack_cfg: Config, indexed: In
     assert hits("Node-hours in drain so far, by reason") == sum(
         n["state_s"]["drained"] + n["state_s"]["draining"] > 0 for n in nodes) > 0
     assert hits("Its nodes now", board=JOB_BOARD) == len(indexed.documented_nodes(job)) > 0
+    # the failed jobs on them, through $bad_nodes (their names, as Grafana writes them:
+    # with Cluster All a name joins the jobs of any cluster); the data drains the failed
+    # Slurm jobs' hosts (dashboard_data.node_output), so some are there
+    bad = {n["node"] for n in down}
+    assert hits("variable $bad_nodes", "var") == len(down)
+    assert hits("Failed jobs on nodes drained or down now") == sum(
+        d["t_end"] is not None and d["result"] in FAILED_RESULTS
+        and bool(bad & set(d["nodelist"] or ())) for d in jobs) > 0
     assert hits("State now", board=NODE_BOARD) == 1
     # node events: one per id; the drains and downs those of the polls that saw them
     node_events = indexed.node_events

@@ -1,6 +1,7 @@
-"""The node dashboards (issue 36 part 5): the overview's Nodes row, the node page, the job
-page's nodes now, and the check's "All" of a query variable without a custom value (the
-job page's $job_nodes), written as Grafana writes it."""
+"""The node dashboards (issue 36 part 5): the overview's Nodes row and its failed jobs on
+the nodes drained or down now, the node page, the job page's nodes now, and the check's
+"All" of a query variable without a custom value (the job page's $job_nodes, the
+overview's $bad_nodes), written as Grafana writes it."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ NODE = node.build()
 JOB = job.build()
 NOW_MS = 1_800_000_000_000
 SPAN = TimeRange(NOW_MS - 86_400_000, NOW_MS)
+FAILED_ON_BAD_NODES = "Failed jobs on nodes drained or down now"
 
 
 def _panel(board: Mapping[str, Any], title: str) -> dict[str, Any]:
@@ -45,9 +47,10 @@ def _row(board: Mapping[str, Any], title: str) -> list[dict[str, Any]]:
 
 def test_the_nodes_row_reads_the_node_documents_now_and_begun_in_the_range() -> None:
     panels = {p["title"]: p for p in _row(OVERVIEW, "Nodes (node documents)")}
-    assert set(panels) == {"Drained, draining and down nodes now", "Nodes by state",
-                           "Node-hours in drain so far, by reason",
+    assert set(panels) == {"Drained, draining and down nodes now", FAILED_ON_BAD_NODES,
+                           "Nodes by state", "Node-hours in drain so far, by reason",
                            "Drains and downs begun in the range"}
+    del panels[FAILED_ON_BAD_NODES]  # job documents: its own tests below
     for title, p in panels.items():
         sources = {t["datasource"]["uid"] for t in p["targets"] if t.get("type") != "math"}
         assert sources == {NODES.uid}, title
@@ -83,6 +86,64 @@ def test_the_drained_and_down_table_says_why_who_and_since_when_and_links_the_no
     url = link["properties"][0]["value"][0]["url"]
     assert url.startswith(f"/d/{node.UID}/") and "var-node=${__value.raw}" in url
     assert "var-cluster=${__data.fields.cluster}" in url
+
+
+def test_the_failed_jobs_on_bad_nodes_are_those_ended_in_the_range_on_their_hosts() -> None:
+    p = _panel(OVERVIEW, FAILED_ON_BAD_NODES)
+    (target,) = p["targets"]
+    # by end time, in the range: no timeFrom, unlike the node tables' "now"
+    assert target["datasource"]["uid"] == JOBS_BY_END.uid and "timeFrom" not in p
+    assert target["query"] == (
+        f"nodelist:($bad_nodes) AND {overview.FAILED} AND (cluster:$cluster) AND "
+        "(queue:$queue) AND (bank:$bank) AND (user:$user)")
+    assert [m["type"] for m in target["metrics"]] == ["raw_data"]
+    organize, sort = p["transformations"]
+    assert list(organize["options"]["indexByName"]) == [
+        "t_end", "cluster", "job_id", "user", "result", "failed_node", "nodelist"]
+    assert sort["options"]["sort"] == [{"field": "t_end", "desc": True}]
+    (link,) = [o for o in p["fieldConfig"]["overrides"] if o["matcher"]["options"] == "job_id"]
+    url = link["properties"][0]["value"][0]["url"]
+    assert url.startswith(f"/d/{job.UID}/") and "var-job_id=${__value.raw}" in url
+    # beside the drained nodes, whose reasons it points to, and to the job page's
+    drained = _panel(OVERVIEW, "Drained, draining and down nodes now")
+    assert p["gridPos"]["y"] == drained["gridPos"]["y"]
+    assert "table beside" in p["description"] and "'Its nodes now'" in p["description"]
+
+
+def test_bad_nodes_are_a_hidden_variable_of_the_nodes_down_now_without_a_custom_all() -> None:
+    variables = [v["name"] for v in OVERVIEW["templating"]["list"]]
+    # after the cluster, whose value its query takes (the check resolves them in order)
+    assert variables.index("bad_nodes") > variables.index("cluster")
+    (var,) = [v for v in OVERVIEW["templating"]["list"] if v["name"] == "bad_nodes"]
+    assert var["type"] == "query" and var["hide"] == 2
+    assert var["includeAll"] and not var["allValue"]
+    assert var["datasource"]["uid"] == NODES.uid
+    find = json.loads(var["query"])
+    assert find["field"] == "node"
+    assert find["query"] == "state:(drained OR draining OR down) AND (cluster:$cluster)"
+
+
+@pytest.mark.parametrize(("hosts", "written"), [
+    (["slurm-b-c001", "gpu 2"], '(("slurm\\-b\\-c001" OR "gpu\\ 2"))'),
+    # no node drained: a value no host has, so no job, not every failed job
+    ([], "(__empty__)"),
+])
+def test_the_failed_jobs_query_names_the_bad_nodes_as_grafana_writes_them(
+        hosts: list[str], written: str) -> None:
+    es = _FakeElasticsearch(hosts, field="node")
+    checker = Checker(es, now_ms=NOW_MS)  # type: ignore[arg-type]
+    answers = checker.answer_dashboard(OVERVIEW, SPAN)
+    (var_body,) = [b for b in es.bodies
+                   if ((b.get("aggs") or {}).get("2") or {}).get("terms", {}).get("field")
+                   == "node"]
+    (since, query) = var_body["query"]["bool"]["filter"]
+    assert query["query_string"]["query"] == (
+        "state:(drained OR draining OR down) AND (cluster:* OR *:*)")
+    assert set(since["range"]) == {NODES.time_field}  # nodes drained since in the range
+    sent = _sent_query(answers, FAILED_ON_BAD_NODES)
+    assert sent.startswith(f"nodelist:{written} AND {overview.FAILED} AND ")
+    reports = {r.title: r for r in checker.check_dashboard(OVERVIEW, SPAN)}
+    assert reports["variable $bad_nodes"].status is (Status.OK if hosts else Status.EMPTY)
 
 
 def test_node_hours_in_drain_add_drained_and_draining_of_the_same_nodes() -> None:
@@ -193,11 +254,12 @@ def test_the_job_pages_nodes_come_from_its_node_list_without_a_custom_all_value(
 
 
 class _FakeElasticsearch:
-    """Answers the check: every field a keyword, a terms variable on ``nodelist`` the
-    given hosts, anything else nothing; keeps the searches it was sent."""
+    """Answers the check: every field a keyword, a terms variable on ``field`` the given
+    hosts, anything else nothing; keeps the searches it was sent."""
 
-    def __init__(self, hosts: Sequence[str]) -> None:
+    def __init__(self, hosts: Sequence[str], field: str = "nodelist") -> None:
         self.hosts = list(hosts)
+        self.field = field
         self.bodies: list[dict[str, Any]] = []
         self.cluster = self
 
@@ -223,7 +285,7 @@ class _FakeElasticsearch:
         for body in searches[1::2]:
             self.bodies.append(body)
             terms = ((body.get("aggs") or {}).get("2") or {}).get("terms") or {}
-            keys = self.hosts if terms.get("field") == "nodelist" else []
+            keys = self.hosts if terms.get("field") == self.field else []
             responses.append({
                 "hits": {"total": {"value": len(keys)}, "hits": []},
                 "aggregations": {"2": {"buckets": [{"key": k, "doc_count": 1}
