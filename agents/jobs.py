@@ -46,7 +46,8 @@ state cannot be written goes to the DLQ like a job's, and the crash guard knows 
 ``node <key>``. Node events are not job events: none goes to ``hpc.jobs.events``; each
 goes, as it is folded, to ``hpc.nodes.events`` (keyed ``cluster:node``), as a job's event
 to ``hpc.jobs.events``: a copy too, which the sink's ``create`` by ``event_id`` makes one
-document (after a crash the table may hold events the topic did not get).
+document (after a crash the table may hold events the topic did not get); a job's
+allocation events (below) excepted, which are job events, indexed as such.
 
 **Allocations.** A Flux node drained while it runs a job is ``draining`` (``flux resource
 status`` asks the scheduler), which the resource journal does not tell: the jobs' ``alloc``
