@@ -50,24 +50,28 @@ document (after a crash the table may hold events the topic did not get); a job'
 allocation events (below) excepted, which are job events, indexed as such.
 
 **Allocations.** A Flux node drained while it runs a job is ``draining`` (``flux resource
-status`` asks the scheduler), which the resource journal does not tell: the jobs' ``alloc``
-and ``free`` do. When the stage folds a Flux job's ``alloc`` or ``free`` it derives, from
-the job's state, the node events ``alloc`` / ``free`` of every host of its allocation
-(:func:`pipeline.parsers.flux_resource.allocation_events`), and each takes the node path
+status`` asks the scheduler), which the resource journal does not tell: the jobs'
+``alloc`` and ``free`` do. When the stage folds a Flux job's ``alloc`` or ``free`` it
+derives the node events ``alloc`` / ``free`` of every host of its allocation
+(:func:`pipeline.parsers.flux_resource.job_node_events`), and each takes the node path
 above: folded here when the job's message is in the node's partition too, else re-keyed
-through the canonical topic. Derived from the job's state, not in normalize, because
-that is the one place the allocation is known whatever the order: a live ``free``
-response carries no R (only the ``alloc``'s does, docs/flux.md), a job's ``alloc`` and
-``free`` come in separate records, in any order, some re-keyed, and only the job's state
-holds both, with the allocation's hosts in the ``alloc``'s ``nodelist`` fact (R's own,
-kept when an over-large event loses its R). A ``free`` folded before its ``alloc`` gives
-nothing then, and its node events come with the ``alloc``'s. The node events' ids hash
-host, name, job and time: derived again (a copy of the job event, a replay, the ``alloc``'s
-again at the ``free``) they are the same events, which the node fold counts once; an
-exact copy already sent or folded in this run is skipped (:class:`RecentIds`). Hosts are
-R's names: an instance whose R names other hosts than its brokers (a test instance, R by
-hwloc) has its jobs' allocations on R's hosts. Slurm jobs give none: a Slurm poll states
-whether a node is allocated.
+through the canonical topic. Derived from the job's state, not in normalize, because that
+is the one place the allocation is known whatever the order: a live ``free`` response
+carries no R (only the ``alloc``'s does, docs/flux.md), a job's ``alloc`` and ``free``
+come in separate records, in any order, some re-keyed, and only the job's state holds
+both, with the allocation's hosts in the ``alloc``'s ``nodelist`` fact (R's own, kept when
+an over-large event loses its R). An ``alloc`` gives its own node events (and a ``free``
+folded before it, its node events, which it gave none of then), a ``free`` its own from
+the ``alloc`` in the job's state: each event's cost is its hosts', not the job's whole
+state again. A job allocated more than
+:data:`~pipeline.parsers.flux_resource.MAX_ALLOCATION_HOSTS` hosts gives none (a warning
+and ``jobstream_worker_allocations_untracked``): a few characters of host list name up to
+100,000 hosts, each a node event, state and document. The node events' ids hash host,
+name, job and time: derived again (a copy of the job event, a replay) they are the same
+events, which the node fold counts once; an exact copy already sent or folded in this run
+is skipped (:class:`RecentIds`). Hosts are R's names: an instance whose R names other
+hosts than its brokers (a test instance, R by hwloc) has its jobs' allocations on R's
+hosts. Slurm jobs give none: a Slurm poll states whether a node is allocated.
 
 Timers: queue snapshots of this worker's partitions every ``worker.snapshot_interval_s``,
 and the expiry of finished jobs after ``worker.done_grace_s`` (a control message through
@@ -88,6 +92,7 @@ without Kafka as well (the bench, the tests).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
@@ -121,13 +126,23 @@ from pipeline.core.snapshots import summarize
 from pipeline.fold import JobFold
 from pipeline.fold.node_state import NodeFold
 from pipeline.kafka.topics import canonical_topic
-from pipeline.parsers.flux_resource import allocation_events
+from pipeline.parsers.flux_resource import (
+    MAX_ALLOCATION_HOSTS,
+    allocation_hosts,
+    job_node_events,
+)
 from pipeline.runtime.config import Config
 from pipeline.runtime.crashguard import CrashGuard
 from pipeline.runtime.errors import ServiceError
-from pipeline.runtime.metrics import WORKER_DUPLICATES_DROPPED, LastEventTime
+from pipeline.runtime.metrics import (
+    WORKER_ALLOCATIONS_UNTRACKED,
+    WORKER_DUPLICATES_DROPPED,
+    LastEventTime,
+)
 
 __all__ = ["JobsStage", "as_current", "register"]
+
+logger = logging.getLogger(__name__)
 
 #: a Flux job's events that give node events (module docstring, "Allocations")
 _ALLOCATION = frozenset({"alloc", "free"})
@@ -352,13 +367,33 @@ class JobsStage:
         self.batch.sent[self.topics.events] += 1
         self._last_event.saw(ev.cluster, ev.timestamp)
         if ev.scheduler == "flux" and ev.event in _ALLOCATION:
-            self._allocations(message, fold)
+            self._allocations(message, ev, fold)
 
-    def _allocations(self, message: Any, fold: JobFold) -> None:
-        """The node events of a Flux job's ``alloc`` and ``free`` (module docstring,
+    def _allocations(self, message: Any, ev: JobEvent, fold: JobFold) -> None:
+        """The node events of a Flux job's ``alloc`` or ``free`` ``ev`` (module docstring,
         "Allocations"), each folded here if ``message`` is in its node's partition, else
         re-keyed; one already sent or folded in this run is not again."""
-        for nev in allocation_events(fold.events()):
+        if ev.event == "alloc":
+            alloc, frees = ev, [e for e in fold.events() if e.event == "free"]
+        else:
+            allocs = [e for e in fold.events() if e.event == "alloc"]
+            if not allocs:  # its node events come with the alloc's
+                return
+            alloc, frees = allocs[0], [ev]
+        hosts = allocation_hosts(alloc)
+        if hosts is None:
+            return
+        if len(hosts) > MAX_ALLOCATION_HOSTS:
+            if ev is alloc:
+                WORKER_ALLOCATIONS_UNTRACKED.labels(ev.cluster).inc()
+                logger.warning("job %s of cluster %s is allocated %d hosts, over %d: its "
+                               "nodes' documents do not show it (docs/flux.md)", ev.job_id,
+                               ev.cluster, len(hosts), MAX_ALLOCATION_HOSTS)
+            return
+        derived = job_node_events(alloc, "alloc", hosts) if ev is alloc else []
+        for free in frees:
+            derived += job_node_events(free, "free", hosts)
+        for nev in derived:
             _, data = fit_node_event(nev, self.max_bytes)
             if self.recent.seen(data):
                 continue

@@ -63,7 +63,8 @@ from pipeline.parsers.flux import eventlog_entry, timestamp_of
 from pipeline.parsers.slurm_common import decode_json
 from pipeline.runtime.errors import ParseError
 
-__all__ = ["SOURCE", "RankMap", "RankMaps", "allocation_events", "parse_resource_journal"]
+__all__ = ["MAX_ALLOCATION_HOSTS", "SOURCE", "RankMap", "RankMaps", "allocation_events",
+           "allocation_hosts", "job_node_events", "parse_resource_journal"]
 
 SOURCE = "flux-resource-journal"
 #: context keys that describe the whole instance, not the node an event is about
@@ -357,21 +358,23 @@ class RankMaps:
             yield self.record(response)
 
 
+#: a Flux job allocated more hosts than this gives no node events (docs/flux.md): each
+#: host costs a node event, a node state and a node document, and a host list names up to
+#: :data:`pipeline.core.hostlist.MAX_HOSTS` hosts in a few characters. Above the largest
+#: Flux system's node count (El Capitan's 11,136), well below that cap.
+MAX_ALLOCATION_HOSTS = 16_384
+
+
 def allocation_events(events: Iterable[JobEvent],
-                      hosts: Mapping[int, str] | None = None) -> list[NodeEvent]:
+                      hosts: Mapping[int, str] | None = None, *,
+                      max_hosts: int = MAX_ALLOCATION_HOSTS) -> list[NodeEvent]:
     """``alloc`` and ``free`` node events of Flux jobs, from their job events.
 
-    An ``alloc`` gives one ``alloc`` per node of its allocation; the job's ``free`` among
-    ``events`` gives one ``free`` per node of that allocation (a ``free`` whose ``alloc``
-    is not among them gives nothing: its nodes are unknown here). The nodes of an
-    ``alloc`` carrying R are its ``R_lite`` ranks named by ``hosts`` (the resource
-    journal's rank map, :attr:`RankMaps.hosts`), which the job's R may contradict as the
-    instance's does (module docstring); a rank ``hosts`` lacks is named by R. An ``alloc``
-    without R (as a job's state keeps it, or one whose R was dropped to fit the events
-    topic) has them in its ``nodelist`` fact, R's nodelist as the parser read it. The
-    context holds ``job_id``: a job is allocated a host, whichever of its ranks, so a host
-    of several ranks gets one event, and the same with or without R when ``hosts`` is not
-    given. ``event_id`` hashes (cluster, "flux", "node", host, name, job id, timestamp).
+    An ``alloc`` gives one ``alloc`` per node of its allocation (:func:`allocation_hosts`),
+    none if it has more than ``max_hosts``; the job's ``free`` among ``events`` gives one
+    ``free`` per node of that allocation (a ``free`` whose ``alloc`` is not among them
+    gives nothing: its nodes are unknown here). ``event_id`` hashes (cluster, "flux",
+    "node", host, name, job id, timestamp).
     """
     allocs: dict[tuple[str, str], list[str]] = {}
     frees: list[JobEvent] = []
@@ -380,21 +383,29 @@ def allocation_events(events: Iterable[JobEvent],
         if ev.scheduler != "flux":
             continue
         if ev.event == "alloc":
-            nodes = _alloc_hosts(ev, hosts)
-            if nodes is None:
+            nodes = allocation_hosts(ev, hosts)
+            if nodes is None or len(nodes) > max_hosts:
                 continue
-            out += [_job_node_event(ev, "alloc", host) for host in nodes]
+            out += job_node_events(ev, "alloc", nodes)
             allocs[(ev.cluster, ev.job_id)] = nodes
         elif ev.event == "free":
             frees.append(ev)
     for ev in frees:
-        out += [_job_node_event(ev, "free", host)
-                for host in allocs.get((ev.cluster, ev.job_id), ())]
+        out += job_node_events(ev, "free", allocs.get((ev.cluster, ev.job_id), ()))
     return out
 
 
-def _alloc_hosts(ev: JobEvent, hosts: Mapping[int, str] | None) -> list[str] | None:
-    """The hosts of an ``alloc`` (once each, in rank order), None if it does not say."""
+def allocation_hosts(ev: JobEvent, hosts: Mapping[int, str] | None = None) -> list[str] | None:
+    """The hosts of an ``alloc`` (once each, in rank order), None if it does not say.
+
+    The nodes of an ``alloc`` carrying R are its ``R_lite`` ranks named by ``hosts`` (the
+    resource journal's rank map, :attr:`RankMaps.hosts`), which the job's R may contradict
+    as the instance's does (module docstring); a rank ``hosts`` lacks is named by R. An
+    ``alloc`` without R (as a job's state keeps it, or one whose R was dropped to fit the
+    events topic) has them in its ``nodelist`` fact, R's nodelist as the parser read it. A
+    job is allocated a host, whichever of its ranks, so a host of several ranks is named
+    once, and the same with or without R when ``hosts`` is not given.
+    """
     if ev.R is None:
         nodelist = ev.facts.get("nodelist")
         if not isinstance(nodelist, list):
@@ -416,9 +427,12 @@ def _R_ranks(R: Mapping[str, Any]) -> list[int]:
             for rank in _idset(entry.get("rank"), f"R.execution.R_lite[{i}].rank")]
 
 
-def _job_node_event(ev: JobEvent, name: str, host: str) -> NodeEvent:
-    return NodeEvent(
+def job_node_events(ev: JobEvent, name: str, hosts: Iterable[str]) -> list[NodeEvent]:
+    """The node events ``name`` (``alloc`` or ``free``) of Flux job event ``ev`` on
+    ``hosts``; the context holds ``job_id``."""
+    return [NodeEvent(
         cluster=ev.cluster, scheduler="flux", node=host, event=name, timestamp=ev.timestamp,
         source=ev.source, context={"job_id": ev.job_id},
         event_id=make_event_id(ev.cluster, "flux", "node", host, name, ev.job_id,
                                ev.timestamp))
+        for host in hosts]

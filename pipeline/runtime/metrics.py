@@ -60,6 +60,7 @@ __all__ = [
     "SINK_RECORDS_READ",
     "SINK_RETRIES",
     "WATCHDOG_STALLS",
+    "WORKER_ALLOCATIONS_UNTRACKED",
     "WORKER_DUPLICATES_DROPPED",
     "WORKER_EVENTS_FOLDED",
     "WORKER_RECORDS_PUBLISHED",
@@ -114,6 +115,10 @@ WORKER_RECORDS_PUBLISHED = Counter(
     "jobstream_worker_records_published",
     "Records the worker sent to an output topic (events, job states, snapshots) or re-keyed "
     "to its canonical topic", ["topic"])
+WORKER_ALLOCATIONS_UNTRACKED = Counter(
+    "jobstream_worker_allocations_untracked",
+    "Flux jobs allocated more hosts than the worker derives node events for "
+    "(pipeline.parsers.flux_resource.MAX_ALLOCATION_HOSTS)", ["cluster"])
 LAST_EVENT_TIME = Gauge(
     "jobstream_last_event_timestamp_seconds",
     "Newest timestamp of a folded event per cluster (Unix time): a cluster that went quiet",

@@ -440,3 +440,73 @@ def test_slurm_jobs_give_no_node_events() -> None:
         run.take(RawRecord(r.cluster, r.scheduler, r.format, r.time, r.payload, r.key),  # type: ignore[arg-type]
                  key=r.key.encode())
     assert run.to(CFG.topics.state) and run.node_docs() == {}
+
+
+def _flux_job(run: Run, job_id: int, nodelist: str, *names: str) -> None:
+    """Job ``job_id`` of cluster ``c`` allocated ``nodelist`` (one rank each), its events
+    ``names`` (``alloc`` carries R) through the stage in that order."""
+    from pipeline.core.hostlist import expand_hostlist
+
+    ranks = f"0-{len(expand_hostlist(nodelist)) - 1}"
+    R = {"version": 1, "execution": {"R_lite": [{"rank": ranks, "children": {"core": "0"}}],
+                                     "starttime": T, "expiration": 0.0,
+                                     "nodelist": [nodelist]}}
+    for name in names:
+        t = T if name == "alloc" else T + 5
+        response = {"id": job_id, "events": [{"timestamp": t, "name": name, "context": {}}],
+                    **({"R": R} if name == "alloc" else {})}
+        run.take(raw("flux-journal", json.dumps(response).encode()),
+                 key=f"c:{job_id}".encode())
+
+
+
+def test_a_free_derives_only_its_own_node_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``free`` after its ``alloc`` derives the frees, not the allocation's ``alloc``
+    node events again (one event's cost is its hosts', not the job's state's); a ``free``
+    before its ``alloc`` derives none, and the ``alloc`` both. The nodes end the same."""
+    import agents.jobs
+
+    made: list[str] = []
+    real = agents.jobs.job_node_events
+
+    def counting(ev: Any, name: str, hosts: Any) -> list[NodeEvent]:
+        made.append(name)
+        return real(ev, name, hosts)
+
+    monkeypatch.setattr(agents.jobs, "job_node_events", counting)
+    forward, backward = Run(), Run()
+    _flux_job(forward, 7, "n[0-3]", "alloc")
+    assert made == ["alloc"]
+    _flux_job(forward, 7, "n[0-3]", "free")
+    assert made == ["alloc", "free"]
+    made.clear()
+    _flux_job(backward, 7, "n[0-3]", "free")
+    assert made == []
+    _flux_job(backward, 7, "n[0-3]", "alloc")
+    assert made == ["alloc", "free"]
+    docs = forward.node_docs()
+    assert sorted(docs) == [f"c:n{i}".encode() for i in range(4)]
+    assert {(d["allocated"], d["revision"]) for d in docs.values()} == {(False, 2)}
+    assert backward.node_docs() == docs
+
+
+def test_a_job_over_the_allocation_cap_gives_no_node_events(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A job of more hosts than MAX_ALLOCATION_HOSTS: its job document as any, no node
+    event, one warning and one count; a job at the cap gives its node events."""
+    from pipeline.parsers.flux_resource import MAX_ALLOCATION_HOSTS
+    from pipeline.runtime.metrics import WORKER_ALLOCATIONS_UNTRACKED
+
+    counted = WORKER_ALLOCATIONS_UNTRACKED.labels("c")
+    before = counted._value.get()
+    run = Run()
+    _flux_job(run, 8, f"n[1-{MAX_ALLOCATION_HOSTS + 1}]", "alloc", "free")
+    assert run.to(run.stage.canonical) == [] and run.node_docs() == {}
+    assert counted._value.get() == before + 1
+    assert [r.getMessage() for r in caplog.records if r.name == "agents.jobs"] == [
+        f"job 8 of cluster c is allocated {MAX_ALLOCATION_HOSTS + 1} hosts, over "
+        f"{MAX_ALLOCATION_HOSTS}: its nodes' documents do not show it (docs/flux.md)"]
+    assert run.to(CFG.topics.state) and run.to(CFG.topics.dlq) == []
+    at_cap = Run()
+    _flux_job(at_cap, 9, f"n[1-{MAX_ALLOCATION_HOSTS}]", "alloc")
+    assert len(at_cap.node_docs()) == MAX_ALLOCATION_HOSTS
