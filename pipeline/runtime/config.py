@@ -204,6 +204,10 @@ class SinkConfig:
     #: ``max_batch`` and ``flush_interval_s``). The worker sends each of its batches
     #: whole, so a quiet moment means what it sent is in hand; a backlog is never quiet
     quiet_s: float = 0.05
+    #: how often ``jobstream_consumer_lag`` is computed: from librdkafka's cached ends
+    #: normally (no request), from the broker while a flush waits for Elasticsearch (its
+    #: paused partitions fetch nothing, so their cached ends stand still)
+    lag_interval_s: float = 5.0
     #: the sink's own small state: its crash guard (pipeline.runtime.crashguard), which remembers
     #: what the sink was handling when it died, so that a record that killed it twice is
     #: dead-lettered rather than handled again. Empty = <stack.cache_dir>/sink-state. Under

@@ -125,8 +125,8 @@ class SinkRunner:
         self._tracker = OffsetTracker()
         self._intake = Intake(cfg.sink, self._families, self._tracker, self.stats, clock,
                               lambda: self._stopping)
-        self._bulk = BulkClient(self._es, sleep=self._intake.wait)
-        self._lag = ConsumerLag(self._group_id, self._tracker, clock)
+        self._bulk = BulkClient(self._es, sleep=self._blocked)
+        self._lag = ConsumerLag(self._group_id, self._tracker, clock, cfg.sink.lag_interval_s)
         self._converter = _converter(cfg.elasticsearch.index_prefix, self._generation)
         self._stopping = False
         self._next_follow = 0.0
@@ -184,6 +184,17 @@ class SinkRunner:
         finally:
             self.close(clean=clean)
         return self.stats
+
+    def _blocked(self, seconds: float) -> None:
+        """A flush's wait for Elasticsearch: the consumer kept in its group, and the lag
+        reported from the broker's ends meanwhile (an outage is when it matters)."""
+        deadline = self._clock() + seconds
+        while True:
+            self._lag.report(self._intake.consumer, cached=False)
+            left = deadline - self._clock()
+            if left <= 0:
+                return
+            self._intake.wait(min(left, self._lag.interval_s))
 
     def close(self, *, clean: bool = True) -> None:
         """Close the consumer, deliver what the DLQ producer holds, release the crash

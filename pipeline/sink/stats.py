@@ -17,12 +17,12 @@ from confluent_kafka import Consumer, KafkaException
 from pipeline.runtime.metrics import LagReporter
 from pipeline.sink.offsets import OffsetTracker, TopicPartition
 
-__all__ = ["LAG_INTERVAL_S", "ConsumerLag", "SinkStats"]
+__all__ = ["ConsumerLag", "SinkStats"]
 
 logger = logging.getLogger(__name__)
 
-#: How often the consumer lag metric is computed (from librdkafka's cached ends: no request).
-LAG_INTERVAL_S = 5.0
+#: the longest a broker's answer for one partition's ends is waited for
+ENDS_TIMEOUT_S = 1.0
 
 
 @dataclass
@@ -42,26 +42,32 @@ class SinkStats:
 
 class ConsumerLag:
     """``jobstream_consumer_lag`` of the consumer group ``group_id``, at most every
-    :data:`LAG_INTERVAL_S`."""
+    ``interval_s``."""
 
     def __init__(self, group_id: str, tracker: OffsetTracker,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], interval_s: float) -> None:
         self._lag = LagReporter(group_id)
         self._tracker = tracker
         self._clock = clock
+        self.interval_s = interval_s
         self._next_lag = 0.0
 
-    def report(self, consumer: Consumer | None) -> None:
-        """``jobstream_consumer_lag``: per assigned partition, its end (as of the last
-        fetch) past the first record Elasticsearch has not acknowledged, or past the
-        consumer's position when nothing of it is in hand."""
+    def report(self, consumer: Consumer | None, *, cached: bool = True) -> None:
+        """``jobstream_consumer_lag``: per assigned partition, its end past the first
+        record Elasticsearch has not acknowledged, or past the consumer's position when
+        nothing of it is in hand. The end is the last fetch's (``cached``), or the
+        broker's: a paused partition fetches nothing, and its cached end stands still
+        while its records pile up."""
         if consumer is None or self._clock() < self._next_lag:
             return
-        self._next_lag = self._clock() + LAG_INTERVAL_S
+        self._next_lag = self._clock() + self.interval_s
         lags: dict[TopicPartition, int] = {}
         try:
             for part in consumer.assignment():
-                _, end = consumer.get_watermark_offsets(part, cached=True)
+                if cached:
+                    _, end = consumer.get_watermark_offsets(part, cached=True)
+                else:
+                    _, end = consumer.get_watermark_offsets(part, timeout=ENDS_TIMEOUT_S)
                 tp = (part.topic, part.partition)
                 done = self._tracker.acknowledged_up_to(tp)
                 if done is None:

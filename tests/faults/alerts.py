@@ -52,13 +52,21 @@ class AlertWatch:
         return {a["labels"]["alertname"] for a in self.get("/api/v1/alerts")["alerts"]
                 if a["state"] == "firing"}
 
+    def _fired(self, alertname: str, start: float, end: float) -> list[dict[str, Any]]:
+        """The ``ALERTS`` series of ``alertname`` firing between ``start`` and ``end``."""
+        return self.get("/api/v1/query_range",
+                        query=f'ALERTS{{alertname="{alertname}", alertstate="firing"}}',
+                        start=f"{start:.3f}", end=f"{end:.3f}", step=f"{INTERVAL_S}")["result"]
+
+    def labels(self, alertname: str, label: str, start: float, end: float) -> set[str]:
+        """The values of ``label`` of the label sets ``alertname`` fired for."""
+        return {series["metric"].get(label, "") for series in self._fired(alertname, start, end)}
+
     def spans(self, alertname: str, start: float, end: float) -> list[tuple[float, float]]:
         """When ``alertname`` fired between ``start`` and ``end``, for any of its label sets:
         (first, last) evaluation of each stretch it kept firing."""
-        data = self.get("/api/v1/query_range",
-                        query=f'ALERTS{{alertname="{alertname}", alertstate="firing"}}',
-                        start=f"{start:.3f}", end=f"{end:.3f}", step=f"{INTERVAL_S}")
-        times = sorted({float(t) for series in data["result"] for t, _ in series["values"]})
+        data = self._fired(alertname, start, end)
+        times = sorted({float(t) for series in data for t, _ in series["values"]})
         out: list[tuple[float, float]] = []
         for t in times:
             if out and t - out[-1][1] <= 1.5 * INTERVAL_S:

@@ -558,9 +558,11 @@ class Flow:
         )
         if metrics:
             assert workers == sinks == 1, "a metrics port of [metrics] serves one process"
+            # the sink's lag as often as Prometheus scrapes: the rules' windows are scaled
             self.cfg = self.cfg.replace(metrics={"worker_port": free_port(),
                                                  "sink_port": free_port(),
-                                                 "edge_flux_port": free_port()})
+                                                 "edge_flux_port": free_port()},
+                                        sink={"lag_interval_s": 0.5})
         self.workload = Workload(spec)
         self.records = list(self.workload.records())
         #: the records handed to the edge (by :meth:`publish`, or :meth:`published_by_edge`)
@@ -693,6 +695,10 @@ class Flow:
         app, t = self.cfg.worker.app_id, self.cfg.topics
         return {"worker": (app, [t.raw, canonical_topic(app)]),
                 "sink": (f"{app}-sink", [t.state, t.events])}
+
+    def group(self, stage: str) -> str:
+        """The consumer group of ``stage`` (``worker`` or ``sink``)."""
+        return self._stages()[stage][0]
 
     def _stage_positions(self) -> Iterator[tuple[str, str, list[Any], dict[Any, int],
                                                 dict[Any, int]]]:
