@@ -532,3 +532,19 @@ def test_two_workers_rows_add_up_and_a_new_view_reads_the_table() -> None:
         assert len(fresh) == sum(job_partition(k, PARTITIONS) in half for k in nodes.table)
         summed.update({k: r["node_count"] for k, r in mine.items()})
     assert summed == Counter(whole) and all(0 < len(h) < PARTITIONS for h in halves)
+
+
+def test_a_node_folded_after_a_snapshot_is_in_the_next_one_as_written() -> None:
+    """The view is the stage's, updated as it writes a node's document (the table is not
+    read again while the partitions stay): a resumed node leaves its drain's row."""
+    run, nodes, _ = flux_and_slurm_nodes()
+    worker = timers(run, nodes)
+    everything = set(range(PARTITIONS))
+    worker.send_snapshots(everything, T + 100.0)
+    assert node_rows(run)[("c", "drained", "bad DIMM")]["node_count"] == 2
+    since = len(run.to(CFG.topics.snapshots))
+    run.take(raw("slurm-nodes", slurm_poll(T + 200, s0=(["IDLE"], None))))
+    worker.send_snapshots(everything, T + 230.0)
+    rows = node_rows(run, since)
+    assert rows[("c", "drained", "bad DIMM")]["node_count"] == 1
+    assert rows[("c", "up", None)]["node_count"] == 2
