@@ -83,18 +83,19 @@ class Emitter:
             written = doc
         return sent, written
 
-    def node_state(self, key: bytes, message: Any, fold: NodeFold) -> int:
+    def node_state(self, key: bytes, message: Any, fold: NodeFold
+                   ) -> tuple[int, dict[str, Any] | None]:
         """The node's document (``message``: the node's last record read, for a DLQ
-        record); the number sent (0 or 1)."""
+        record): the number sent (0 or 1) and the document sent (None: none)."""
         doc = fold.document()
         if doc is None:
-            return 0
+            return 0, None
         doc = self.anonymizer.node_document(doc)
         value = self._encoded(key, message, doc, self.wire.encode_node_state, "node")
         if value is None:
-            return 0
+            return 0, None
         self.outputs.send(self.nodes, key, value)
-        return 1
+        return 1, doc
 
     def _encoded(self, key: bytes, message: Any, doc: dict[str, Any],
                  encode: Callable[[dict[str, Any]], bytes], what: str) -> bytes | None:

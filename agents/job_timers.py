@@ -1,6 +1,7 @@
-"""The jobs stage's timers, from this worker's view of its jobs (:mod:`agents.active_jobs`):
-the queue snapshots of its partitions every ``worker.snapshot_interval_s``, and the expiry
-of the jobs done for ``worker.done_grace_s``.
+"""The jobs stage's timers, from this worker's view of its jobs (:mod:`agents.active_jobs`)
+and nodes (:mod:`agents.active_nodes`): the snapshots of its partitions every
+``worker.snapshot_interval_s`` (the queues', and the node rows of its nodes, at the same
+instant), and the expiry of the jobs done for ``worker.done_grace_s``.
 
 An expiry is a control word sent through the canonical topic to the job's own partition,
 where the stage deletes the job's state (a table may only change inside its stream).
@@ -12,9 +13,10 @@ import logging
 import time
 
 from agents.active_jobs import ActiveJobs
+from agents.active_nodes import ActiveNodes
 from agents.context import WorkerContext
 from pipeline.codecs.wire import EXPIRE, encode_control
-from pipeline.core.snapshots import build_snapshots
+from pipeline.core.snapshots import build_node_snapshots, build_snapshots
 from pipeline.runtime.metrics import WORKER_RECORDS_PUBLISHED
 
 __all__ = ["JobTimers"]
@@ -26,28 +28,45 @@ class JobTimers:
     """The bodies of the timers :func:`agents.jobs.register` schedules; ``canonical`` is
     the canonical topic, whose partitions are the table's."""
 
-    def __init__(self, context: WorkerContext, active: ActiveJobs, canonical: str) -> None:
+    def __init__(self, context: WorkerContext, active: ActiveJobs, canonical: str,
+                 nodes: ActiveNodes | None = None) -> None:
         self.context, self.active, self.canonical = context, active, canonical
+        self.nodes = nodes if nodes is not None else ActiveNodes()
         self._sent_snapshots = WORKER_RECORDS_PUBLISHED.labels(context.cfg.topics.snapshots)
 
     def queue_snapshots(self) -> None:
-        """Send the queue snapshots of the partitions this worker holds now (the view
-        rebuilt from the table first when they moved)."""
-        ctx, active = self.context, self.active
-        cfg = ctx.cfg
-        assigned = {tp.partition for tp in ctx.app.assignor.assigned_actives()
+        """Send the snapshots of the partitions this worker holds now."""
+        assigned = {tp.partition for tp in self.context.app.assignor.assigned_actives()
                     if tp.topic == self.canonical}
+        self.send_snapshots(assigned, time.time())
+
+    def send_snapshots(self, assigned: set[int], now: float) -> int:
+        """The queue snapshots and node rows of the ``assigned`` partitions at ``now``
+        (the views rebuilt from the tables first when the partitions moved); how many
+        were sent."""
+        ctx, active, nodes = self.context, self.active, self.nodes
+        cfg = ctx.cfg
+        interval = cfg.worker.snapshot_interval_s
         if assigned != active.partitions or active.stale:
             active.rebuild(ctx.jobs.items(), cfg.kafka.partitions, assigned)
-        snaps = build_snapshots(active.summaries(assigned), time.time(), ctx.name, assigned,
-                                cfg.worker.snapshot_interval_s)
-        logger.info("queue snapshots: partitions=%s jobs=%d queues=%d", sorted(assigned),
-                    len(active), len(snaps))
+        if assigned != nodes.partitions or nodes.stale:
+            nodes.rebuild(ctx.nodes.items(), cfg.kafka.partitions, assigned,
+                          ctx.anonymizer.node_document)
+        snaps = build_snapshots(active.summaries(assigned), now, ctx.name, assigned, interval)
+        rows = build_node_snapshots(nodes.summaries(assigned), now, ctx.name, assigned,
+                                    interval)
+        logger.info("queue snapshots: partitions=%s jobs=%d queues=%d nodes=%d "
+                    "node_rows=%d", sorted(assigned), len(active), len(snaps), len(nodes),
+                    len(rows))
         for snap in snaps:
             key = f"{snap['cluster']}:{snap['queue']}".encode()
             ctx.outputs.send(cfg.topics.snapshots, key, ctx.wire.encode_snapshot(snap))
+        for row in rows:
+            key = f"{row['cluster']}:nodes".encode()
+            ctx.outputs.send(cfg.topics.snapshots, key, ctx.wire.encode_snapshot(row))
         ctx.outputs.poll()
-        self._sent_snapshots.inc(len(snaps))
+        self._sent_snapshots.inc(len(snaps) + len(rows))
+        return len(snaps) + len(rows)
 
     def expire_done(self) -> None:
         """Send the expiry of every job done for ``worker.done_grace_s``."""

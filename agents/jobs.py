@@ -100,6 +100,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.active_jobs import ActiveJobs
+from agents.active_nodes import ActiveNodes
 from agents.batch import BEHIND_RECORDS, STATE_BATCH, STATE_FLUSH_S, Batch, BatchCounters
 from agents.canonical import (
     Event,
@@ -173,9 +174,12 @@ class JobsStage:
     def __init__(self, cfg: Config, *, wire: Wire, enricher: Enricher, anonymizer: Anonymizer,
                  outputs: Sender, kafka: KafkaView, states: JobStates, nodes: NodeStates,
                  active: ActiveJobs, acknowledge: Callable[[Any], None],
-                 guard: CrashGuard | None = None) -> None:
+                 guard: CrashGuard | None = None,
+                 active_nodes: ActiveNodes | None = None) -> None:
         self.outputs, self.states, self.active, self.kafka = outputs, states, active, kafka
         self.nodes = nodes
+        #: the nodes' summaries for the snapshots' node rows (agents.active_nodes)
+        self.active_nodes = active_nodes if active_nodes is not None else ActiveNodes()
         #: where this worker is in its records, for the next run if it dies there (a guard
         #: in memory only when none is given: tests, the bench)
         self.guard = guard or CrashGuard(None, innocent=(ServiceError,))
@@ -297,7 +301,11 @@ class JobsStage:
         """One node's table entry and document; the number of documents sent."""
         with as_current(message):
             self.nodes.put(key, fold)
-        return self.emit.node_state(key, message, fold)
+        sent, written = self.emit.node_state(key, message, fold)
+        if written is not None:
+            # the node is folded in its own partition, the message's (Home.holds_key)
+            self.active_nodes.update(key, message.partition, written)
+        return sent
 
     def _dead_node(self, key: bytes, message: Any, fold: NodeFold | None,
                    exc: Exception) -> None:
@@ -449,15 +457,16 @@ def register(context: WorkerContext) -> None:
     app, cfg = context.app, context.cfg
     states = JobStates(context.jobs, max_bytes=cfg.worker.max_state_bytes)
     nodes = NodeStates(context.nodes, max_bytes=cfg.worker.max_state_bytes)
-    active = ActiveJobs()
+    active, active_nodes = ActiveJobs(), ActiveNodes()
     raw, canonical = context.raw.get_topic_name(), context.canonical.get_topic_name()
     guard = CrashGuard.claim(Path(app.conf.datadir), "jobs-stage", innocent=(ServiceError,))
     stage = JobsStage(cfg, wire=context.wire, enricher=context.enricher,
                       anonymizer=context.anonymizer, outputs=context.outputs,
                       kafka=ConsumerView(app), states=states, nodes=nodes, active=active,
-                      acknowledge=partial(acknowledge, app), guard=guard)
+                      acknowledge=partial(acknowledge, app), guard=guard,
+                      active_nodes=active_nodes)
     Intake(app, {raw, canonical}, stage).install()
-    timers = JobTimers(context, active, stage.canonical)
+    timers = JobTimers(context, active, stage.canonical, active_nodes)
 
     @app.on_partitions_revoked.connect
     async def forget_revoked(app: Any, revoked: Any, **kwargs: Any) -> None:

@@ -13,6 +13,19 @@ data source aggregates them with a plain ``terms`` on ``reason`` (a list of obje
 need nested aggregations it cannot build), and since their other counts are 0, sums over
 all snapshots of an instant stay what they were. Pending jobs without a reason count
 under :data:`UNKNOWN_REASON`, so the reasons of a queue add up to its pending jobs.
+
+*Node rows* (:func:`build_node_snapshots`), at the same instants: one per (cluster, node
+state, node reason) of the nodes this worker holds (the node table's entries of its
+partitions: a node is in exactly one, as a job is), with ``node_count`` nodes and
+``node_s`` = ``node_count`` x the interval, the node-seconds that sample stands for; no
+queue (``queue`` empty: a Slurm node is in several partitions, a Flux node in none the
+events name) and every queue count 0, so they add nothing to the queues' sums. A week's
+``sum(node_s)`` of the drained rows is the node-seconds drained that week, as sampled: a
+drain shorter than the interval may be missed, an interval a worker missed (down, or its
+partitions moving) counts nothing. Cost: the worker keeps one :class:`NodeSummary` per
+node it holds (agents.active_nodes), updated as it writes a node's state, so a snapshot
+is one pass over them, O(nodes held), and as many rows as distinct (cluster, state,
+reason).
 """
 
 from __future__ import annotations
@@ -20,12 +33,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-__all__ = ["UNKNOWN_REASON", "JobSummary", "align", "build_snapshots", "summarize"]
+__all__ = ["NODE_QUEUE", "UNKNOWN_REASON", "JobSummary", "NodeSummary", "align",
+           "build_node_snapshots", "build_snapshots", "summarize", "summarize_node"]
 
 #: Queue name used when a source gives none.
 DEFAULT_QUEUE = "default"
 #: Reason snapshots' name for pending jobs whose document has no ``pending_reason``.
 UNKNOWN_REASON = "unknown"
+#: The ``queue`` of node rows: none (no queue is named so: Slurm partitions and Flux
+#: queues have names, and a job without one is in :data:`DEFAULT_QUEUE`)
+NODE_QUEUE = ""
 
 
 class JobSummary(NamedTuple):
@@ -65,6 +82,24 @@ def summarize(doc: Mapping[str, Any]) -> JobSummary:
         timelimit_s=doc.get("timelimit_s"),
         reason=None if reason is None else str(reason),
     )
+
+
+class NodeSummary(NamedTuple):
+    """What node rows need of one node document (``hpc-nodes``: schemas/README.md, "Node
+    state")."""
+
+    cluster: str
+    state: str
+    #: the node's reason (Flux's drain reason, Slurm's node reason); None: none
+    reason: str | None = None
+
+
+def summarize_node(doc: Mapping[str, Any]) -> NodeSummary:
+    """A node document -> its summary (an empty reason is none, as the panels show it)."""
+    reason = doc.get("reason")
+    return NodeSummary(cluster=str(doc.get("cluster", "")),
+                       state=str(doc.get("state") or "unknown"),
+                       reason=str(reason) if reason else None)
 
 
 def align(now: float, interval_s: float) -> float:
@@ -128,3 +163,32 @@ def build_snapshots(jobs: Iterable[JobSummary], now: float, worker: str,
         out.append(acc[key])
         out += [reasons[r] for r in sorted(reasons) if r[:2] == key]
     return out
+
+
+def build_node_snapshots(nodes: Iterable[NodeSummary], now: float, worker: str,
+                         partitions: Iterable[int], interval_s: float
+                         ) -> list[dict[str, Any]]:
+    """One node row (``QueueSnapshot`` with ``node_state``) per (cluster, state, reason)
+    of ``nodes``, in that order, stamped as :func:`build_snapshots` stamps the same
+    instant: ``node_count`` nodes, ``node_s`` their node-seconds over one interval."""
+    stamp = align(now, interval_s)
+    parts = sorted(partitions)
+    counts: dict[tuple[str, str, str | None], int] = {}
+    for node in nodes:
+        key = (node.cluster, node.state, node.reason)
+        counts[key] = counts.get(key, 0) + 1
+    return [{
+        "cluster": cluster, "queue": NODE_QUEUE, "timestamp": int(stamp * 1000),
+        "worker": worker, "partitions": parts,
+        "pending_jobs": 0, "running_jobs": 0, "pending_cores": 0, "running_cores": 0,
+        "pending_gpus": 0, "running_gpus": 0, "pending_nodes": 0, "running_nodes": 0,
+        "pending_node_hours": 0.0, "oldest_pending_age_s": None,
+        "reason": None, "reason_jobs": 0, "reason_cores": 0,
+        "node_state": state, "node_reason": reason,
+        "node_count": n, "node_s": n * float(interval_s),
+    } for (cluster, state, reason), n in sorted(counts.items(), key=_node_order)]
+
+
+def _node_order(item: tuple[tuple[str, str, str | None], int]) -> tuple[str, str, str]:
+    cluster, state, reason = item[0]
+    return cluster, state, "" if reason is None else f"~{reason}"

@@ -69,7 +69,9 @@ from pipeline.dashboards.overview_nodes import NODE_UID, bad_nodes_var, node_pan
 __all__ = ["UID", "build"]
 
 UID = "jobstream-overview"
-SNAPS = "(cluster:$cluster) AND (queue:$queue)"
+#: Queue and reason snapshots, not node rows (schemas/README.md, "Node rows": their queue
+#: is empty, which "All" matches, and their counts are 0: a queue "" of zeros otherwise)
+SNAPS = "(cluster:$cluster) AND (queue:$queue) AND NOT _exists_:node_state"
 RUNNING = "state:(running OR completing)"
 
 #: Snapshot instants are aligned to the worker's snapshot interval (30 s by default):

@@ -27,6 +27,15 @@ The second row reads the node events (``hpc-node-events``, one per event, at its
   leaves depends on the node's other events: schemas/README.md), so Flux nodes are in the
   drains and downs, not there.
 
+The third row reads the node rows of the queue snapshots (``hpc-queue-snapshots``, one
+per worker, cluster, node state and reason at each snapshot instant: schemas/README.md,
+"Node rows"): the node-hours spent drained (and draining) and down per week, by the
+reason the nodes had then, as ``sum(node_s) / 3600``. What the node documents' ``state_s``
+cannot say (a node's time is by its reason *now*) and the node events cannot either (an
+event is written once, before what ends its drain may arrive). Sampled at the snapshot
+instants: a drain shorter than the interval may be missed, an instant no worker
+snapshotted counts nothing.
+
 The failed jobs on the drained and down nodes are the job documents that ended in the
 range with a failed result and a host of ``$bad_nodes`` in their ``nodelist``
 (:func:`bad_nodes_var`): a job failed and its node drained soon after, side by side.
@@ -56,11 +65,11 @@ from pipeline.dashboards.builder import (
     row,
     terms,
 )
-from pipeline.dashboards.datasources import JOBS_BY_END, NODE_EVENTS, NODES
+from pipeline.dashboards.datasources import JOBS_BY_END, NODE_EVENTS, NODES, SNAPSHOTS
 from pipeline.dashboards.job_filters import FAILED, JOBS, job_link
 
-__all__ = ["BAD_NODES_JOBS", "DOWN_OR_DRAINED", "DRAINS_AND_DOWNS", "NODES_NOW", "NODE_UID",
-           "bad_nodes_var", "node_link", "node_panels", "node_table"]
+__all__ = ["BAD_NODES_JOBS", "DOWN_OR_DRAINED", "DRAINS_AND_DOWNS", "NODES_NOW", "NODE_ROWS",
+           "NODE_UID", "bad_nodes_var", "node_link", "node_panels", "node_table"]
 
 NODE_UID = "jobstream-node"
 
@@ -71,6 +80,8 @@ NODES_NOW = "10y"
 #: still running) and down
 DOWN_OR_DRAINED = "state:(drained OR draining OR down)"
 _CLUSTER = "(cluster:$cluster)"
+#: The snapshots that are node rows (schemas/README.md, "Node rows")
+NODE_ROWS = "_exists_:node_state"
 #: Node events that state a drain or a down (their ``episode``: module docstring)
 DRAINS_AND_DOWNS = "episode:*"
 #: The failed jobs on the nodes of ``$bad_nodes`` (:func:`bad_nodes_var`). In
@@ -242,3 +253,37 @@ def node_panels(grid: Grid) -> None:
                         "depends on the node's other events): their drains and downs are "
                         "in the panel beside."),
     )
+    grid.add(row("Nodes (node rows of the snapshots)"))
+    grid.add(
+        _node_hours_per_week(
+            "Node-hours lost to drains per week, by reason", "(drained OR draining)",
+            "Node-hours the nodes spent drained or draining (drained, their jobs still "
+            "running) in each week, by the reason they had then: sum(node_s) / 3600 of "
+            "the snapshots' node rows, each node counted for a snapshot interval at "
+            "every snapshot it was drained at (schemas/README.md, 'Node rows'). A node "
+            "drained for two reasons in turn counts under each for its time. Sampled: a "
+            "drain shorter than the snapshot interval may be missed, and a time no "
+            "worker took snapshots (down, rebalancing) counts nothing. The drains "
+            "themselves, counted: 'Drains and downs per week, by reason'."),
+        _node_hours_per_week(
+            "Node-hours down per week, by reason", "down",
+            "Node-hours the nodes spent down (Flux offline, Slurm DOWN) in each week, "
+            "by the reason they had then ('-': none, as a Flux node offline without a "
+            "drain): sum(node_s) / 3600 of the snapshots' node rows, sampled at the "
+            "snapshot instants as the drains beside. A node down and drained counts as "
+            "drained (a drain outranks the rest), there."),
+    )
+
+
+def _node_hours_per_week(title: str, states: str, description: str) -> dict[str, Any]:
+    """Weekly bars of the node-hours in ``states`` (a Lucene value of ``node_state``) by
+    node reason, from the snapshots' node rows."""
+    return panel("timeseries", title, [
+        es_target(SNAPSHOTS, "A", query=f"{NODE_ROWS} AND node_state:{states} AND {_CLUSTER}",
+                  metrics=[metric("sum", "node_s")],
+                  buckets=[terms("node_reason", size=10, order_by=0, missing="-"),
+                           date_histogram(SNAPSHOTS.time_field, "1w")], hide=True),
+        math("B", "$A / 3600"),
+    ], w=12, h=8, unit="suffix: node-h",
+        field_config={**BARS, "displayName": "${__field.labels.node_reason}"},
+        options=LEGEND, description=description)

@@ -10,8 +10,8 @@
   ``timestamp`` (epoch milliseconds), as a job event: its copies are one document. Its
   ``context`` is indexed as ``flattened``, checked as a job event's.
 * A queue snapshot is an ``index`` with an id made of what identifies it (cluster, queue,
-  worker, time, and the reason of a reason snapshot), so a redelivery rewrites the same
-  document.
+  worker, time, and the reason of a reason snapshot, the node state and reason of a node
+  row), so a redelivery rewrites the same document.
 * A node document (NodeState) is a full-document ``index`` into its generation's one
   ``current`` index, ``_id`` from :func:`node_doc_id` (``cluster:node``), external version
   the node's ``revision``, as a job's. A node tombstone (a key without a value) deletes its
@@ -350,8 +350,14 @@ def _month(what: str, epoch_ms: int) -> str:
 
 def _snapshot_id(snap: Mapping[str, Any], queue: str, ts: int) -> str:
     """A queue's snapshot keeps its id of before reason snapshots; a reason snapshot of the
-    same worker and instant adds its reason."""
+    same worker and instant adds its reason; a node row (empty queue, which no queue's
+    snapshot has) its node state, and its node reason when it has one (states are one
+    word, so a reason cannot make the id of another state's row)."""
     base = f"{snap['cluster']}:{queue}:{snap['worker']}:{ts}"
+    state = snap.get("node_state")
+    if state is not None:
+        reason = snap.get("node_reason")
+        return f"{base}:{state}" if reason is None else f"{base}:{state}:{reason}"
     reason = snap.get("reason")
     return base if reason is None else f"{base}:{reason}"
 

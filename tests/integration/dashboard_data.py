@@ -2,7 +2,8 @@
 
 The workload generator's records due up to "now" go through the real stages: parsed by
 ``parse_record`` (events), folded by ``fold``/``JobFold`` (job documents), summarised by
-``build_snapshots`` every snapshot interval (queue snapshots, as one worker takes them),
+``build_snapshots`` every snapshot interval (queue snapshots, as one worker takes them, and
+their node rows, ``build_node_snapshots``, of the node documents at each instant),
 turned into bulk actions by the sink's ``Converter`` and written by its ``BulkClient``.
 Records due later are not delivered, so at "now" some jobs wait and some run. Beside
 them, :data:`LONG_PENDING` Slurm jobs polled pending since hours before the workload
@@ -34,7 +35,12 @@ from elasticsearch import Elasticsearch
 
 from pipeline.core.model import JobEvent
 from pipeline.core.nodes import NodeEvent
-from pipeline.core.snapshots import build_snapshots, summarize
+from pipeline.core.snapshots import (
+    build_node_snapshots,
+    build_snapshots,
+    summarize,
+    summarize_node,
+)
 from pipeline.dashboards.alerts import PENDING_LONG_MIN
 from pipeline.fold import JobFold
 from pipeline.fold.nodes import event_document, fold_nodes, node_doc_id
@@ -100,6 +106,7 @@ def pipeline_output(spec: WorkloadSpec, now: float) -> Indexed:
     summaries: dict[str, Any] = {}
     events: list[JobEvent] = []
     snapshots: list[dict[str, Any]] = []
+    stamps: list[float] = []
     next_snapshot: float | None = None
 
     def take_snapshots(until: float) -> None:
@@ -107,6 +114,7 @@ def pipeline_output(spec: WorkloadSpec, now: float) -> Indexed:
         while next_snapshot is not None and next_snapshot <= until:
             snapshots.extend(build_snapshots(summaries.values(), next_snapshot, "w1", [0],
                                              SNAPSHOT_INTERVAL_S))
+            stamps.append(next_snapshot)
             next_snapshot += SNAPSHOT_INTERVAL_S
 
     for rec in [*long_pending(spec, now), *Workload(spec).records()]:
@@ -124,8 +132,20 @@ def pipeline_output(spec: WorkloadSpec, now: float) -> Indexed:
     take_snapshots(now)
     jobs = [doc for jf in folds.values() for doc in jf.documents()]
     node_events = node_output(jobs, now, spec.slurm_clusters[0])
+    snapshots += node_rows(node_events, stamps)
     return Indexed(events, jobs, snapshots, fold_nodes(node_events),
                    [event_document(ev) for ev in node_events])
+
+
+def node_rows(events: list[NodeEvent], stamps: Iterable[float]) -> list[dict[str, Any]]:
+    """The snapshots' node rows at each of ``stamps``, as the worker takes them: of the
+    node documents of the events up to then."""
+    rows: list[dict[str, Any]] = []
+    for stamp in stamps:
+        docs = fold_nodes(ev for ev in events if ev.timestamp <= stamp)
+        rows += build_node_snapshots(map(summarize_node, docs), stamp, "w1", [0],
+                                     SNAPSHOT_INTERVAL_S)
+    return rows
 
 
 def long_pending(spec: WorkloadSpec, now: float) -> list[GeneratedRecord]:

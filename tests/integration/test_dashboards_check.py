@@ -115,7 +115,13 @@ def test_every_shipped_panel_is_ok_and_shows_data(stack_cfg: Config, indexed: In
     assert hits("Job ends by result") == sum(d["t_end"] is not None for d in jobs)
     assert hits("Job flow: submits, starts, ends", "B") == sum(
         d["t_start"] is not None for d in jobs)
-    assert hits("Queue depth by queue") == len(indexed.snapshots)
+    # the queues' panels leave the node rows out; the node rows' panels take theirs
+    node_rows = [s for s in indexed.snapshots if s.get("node_state") is not None]
+    assert hits("Queue depth by queue") == len(indexed.snapshots) - len(node_rows)
+    assert hits("Node-hours lost to drains per week, by reason") == sum(
+        s["node_state"] in ("drained", "draining") for s in node_rows) > 0
+    assert hits("Node-hours down per week, by reason") == sum(
+        s["node_state"] == "down" for s in node_rows) > 0
     # event documents are one per event id: a job polled twice states some events twice
     assert hits("Exceptions, preemptions and requeues") == len(
         {e.event_id for e in indexed.events if e.event == "exception"})

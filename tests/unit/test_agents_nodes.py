@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from dataclasses import replace
 from typing import Any
 
@@ -12,12 +13,16 @@ import pytest
 from agents_factory import Message, RecordedOutputs, Sent, jobs_stage
 from datafiles import vector
 
+from agents.active_jobs import ActiveJobs
+from agents.active_nodes import ActiveNodes
 from agents.canonical import (
     decode_item,
     encode_canonical,
     encode_node_event,
     fit_node_event,
 )
+from agents.context import WorkerContext
+from agents.job_timers import JobTimers
 from agents.jobs import JobsStage
 from agents.routing import job_partition
 from agents.states import NodeStates, decode_state
@@ -510,3 +515,106 @@ def test_a_job_over_the_allocation_cap_gives_no_node_events(
     at_cap = Run()
     _flux_job(at_cap, 9, f"n[1-{MAX_ALLOCATION_HOSTS}]", "alloc")
     assert len(at_cap.node_docs()) == MAX_ALLOCATION_HOSTS
+
+
+# ------------------------------------------------- the snapshots' node rows (job_timers)
+
+
+SNAPSHOTS = AvroCodec("QueueSnapshot")
+
+
+def timers(run: Run, nodes: NodeStates, active_nodes: ActiveNodes | None = None,
+           name: str = "w1") -> JobTimers:
+    """The worker's timers over ``run``'s stage and ``nodes`` (its node table), the app
+    left out: :meth:`JobTimers.send_snapshots` is given the partitions Faust would
+    assign."""
+    stage = run.stage
+    context = WorkerContext(
+        cfg=CFG, app=None, name=name, raw=None, canonical=None,  # type: ignore[arg-type]
+        jobs={}, nodes=nodes.table, outputs=stage.outputs,  # type: ignore[arg-type]
+        anonymizer=stage.emit.anonymizer, enricher=None, wire=WIRE)  # type: ignore[arg-type]
+    return JobTimers(context, ActiveJobs(), stage.canonical,
+                     stage.active_nodes if active_nodes is None else active_nodes)
+
+
+def node_rows(run: Run, since: int = 0) -> dict[tuple[str, str, str | None], dict[str, Any]]:
+    """The node rows sent to the snapshots topic (after the first ``since`` records), as
+    the sink decodes them, by (cluster, state, reason)."""
+    rows: dict[tuple[str, str, str | None], dict[str, Any]] = {}
+    for _, key, data, _ in run.to(CFG.topics.snapshots)[since:]:
+        assert data is not None
+        row = SNAPSHOTS.decode(data)
+        if row["node_state"] is not None:
+            assert key == f"{row['cluster']}:nodes".encode()
+            rows[row["cluster"], row["node_state"], row["node_reason"]] = row
+    return rows
+
+
+def flux_and_slurm_nodes() -> tuple[Run, NodeStates, list[NodeEvent]]:
+    nodes = NodeStates({})
+    run = Run(nodes=nodes)
+    records = [*journal_records(), raw("slurm-nodes", slurm_poll(
+        T, s0=(["IDLE", "DRAIN"], "bad DIMM"), s1=(["IDLE"], None),
+        s2=(["DOWN", "NOT_RESPONDING"], "Not responding"),
+        s3=(["MIXED", "DRAIN"], "bad DIMM"), s4=(["IDLE", "DRAIN"], "bad DIMM")))]
+    for record in records:
+        run.take(record)
+    return run, nodes, [ev for record in records for ev in normalize(record)]
+
+
+def test_the_snapshot_timer_sends_a_node_row_per_state_and_reason_of_its_nodes() -> None:
+    """Flux's and Slurm's nodes, folded by the stage: at a snapshot, one row per
+    (cluster, state, reason) of every node, counts as the documents say, at the queue
+    snapshots' instant; and after the queues' snapshots."""
+    run, nodes, events = flux_and_slurm_nodes()
+    sent = timers(run, nodes).send_snapshots(set(range(PARTITIONS)), T + 100.0)
+    rows = node_rows(run)
+    want = Counter((d["cluster"], d["state"], d["reason"] or None) for d in fold_nodes(events))
+    assert {k: r["node_count"] for k, r in rows.items()} == want
+    assert sent == len(run.to(CFG.topics.snapshots)) == len(rows)  # no job: no queue
+    assert want[("c", "drained", "bad DIMM")] == 2 and want[("c", "draining", "bad DIMM")] == 1
+    assert want[("c", "down", "Not responding")] == 1 and want[("c", "up", None)] == 1
+    assert {c for c, _, _ in want} == {"c", "fluxtest"}
+    interval = CFG.worker.snapshot_interval_s
+    for row in rows.values():
+        assert row["node_s"] == row["node_count"] * interval
+        assert row["timestamp"] == int((T + 100.0) // interval * interval * 1000)
+        assert (row["queue"], row["worker"], row["pending_jobs"], row["reason"]) == (
+            "", "w1", 0, None)
+
+
+def test_two_workers_rows_add_up_and_a_new_view_reads_the_table() -> None:
+    """Each worker counts the nodes of its partitions only, the two add up to the whole;
+    a worker whose view is new (a restart, partitions moved) reads it from the node
+    table, to the same rows."""
+    run, nodes, _ = flux_and_slurm_nodes()
+    everything = set(range(PARTITIONS))
+    timers(run, nodes).send_snapshots(everything, T + 100.0)
+    whole = {k: r["node_count"] for k, r in node_rows(run).items()}
+    halves = [{p for p in everything if p % 2 == i} for i in (0, 1)]
+    summed: Counter = Counter()
+    for i, half in enumerate(halves):
+        since = len(run.to(CFG.topics.snapshots))
+        fresh = ActiveNodes()  # stale: rebuilt from the table at the first snapshot
+        timers(run, nodes, fresh, name=f"w{i}").send_snapshots(half, T + 100.0)
+        mine = node_rows(run, since)
+        assert all(r["partitions"] == sorted(half) for r in mine.values())
+        assert len(fresh) == sum(job_partition(k, PARTITIONS) in half for k in nodes.table)
+        summed.update({k: r["node_count"] for k, r in mine.items()})
+    assert summed == Counter(whole) and all(0 < len(h) < PARTITIONS for h in halves)
+
+
+def test_a_node_folded_after_a_snapshot_is_in_the_next_one_as_written() -> None:
+    """The view is the stage's, updated as it writes a node's document (the table is not
+    read again while the partitions stay): a resumed node leaves its drain's row."""
+    run, nodes, _ = flux_and_slurm_nodes()
+    worker = timers(run, nodes)
+    everything = set(range(PARTITIONS))
+    worker.send_snapshots(everything, T + 100.0)
+    assert node_rows(run)[("c", "drained", "bad DIMM")]["node_count"] == 2
+    since = len(run.to(CFG.topics.snapshots))
+    run.take(raw("slurm-nodes", slurm_poll(T + 200, s0=(["IDLE"], None))))
+    worker.send_snapshots(everything, T + 230.0)
+    rows = node_rows(run, since)
+    assert rows[("c", "drained", "bad DIMM")]["node_count"] == 1
+    assert rows[("c", "up", None)]["node_count"] == 2

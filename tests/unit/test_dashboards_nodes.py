@@ -15,7 +15,13 @@ from workload_documents import documents_at
 
 from pipeline.dashboards import job, node, overview
 from pipeline.dashboards.check import Checker, PanelAnswer, PanelReport, Status, TargetReport
-from pipeline.dashboards.datasources import JOBS_BY_END, JOBS_BY_SUBMIT, NODE_EVENTS, NODES
+from pipeline.dashboards.datasources import (
+    JOBS_BY_END,
+    JOBS_BY_SUBMIT,
+    NODE_EVENTS,
+    NODES,
+    SNAPSHOTS,
+)
 from pipeline.dashboards.grafana_query import lucene_values, substitute, variable_values
 from pipeline.dashboards.grafana_time import TimeRange
 from pipeline.dashboards.overview_nodes import NODES_NOW
@@ -368,3 +374,68 @@ def test_the_preview_draws_node_hours_as_drained_plus_draining_by_reason(tmp_pat
     checker = Checker(_FakeElasticsearch([]), now_ms=NOW_MS)  # type: ignore[arg-type]
     drawing = Previewer(checker, tmp_path).draw_panel(p, answer)
     assert drawing.data == pytest.approx({"GPU ECC errors": 0.5, "maintenance": 2.0})
+
+
+# ------------------------------------------------------------ the snapshots' node rows
+
+NODE_HOURS = {"Node-hours lost to drains per week, by reason": "(drained OR draining)",
+              "Node-hours down per week, by reason": "down"}
+
+
+def test_the_node_rows_row_sums_node_seconds_per_week_by_reason_in_node_hours() -> None:
+    panels = {p["title"]: p for p in _row(OVERVIEW, "Nodes (node rows of the snapshots)")}
+    assert set(panels) == set(NODE_HOURS)
+    for title, states in NODE_HOURS.items():
+        p = panels[title]
+        a, b = p["targets"]
+        assert a["datasource"]["uid"] == SNAPSHOTS.uid and a["hide"] is True
+        assert a["query"] == (f"_exists_:node_state AND node_state:{states} "
+                              "AND (cluster:$cluster)")  # nodes have no queue
+        assert [(m["type"], m["field"]) for m in a["metrics"]] == [("sum", "node_s")]
+        assert [(bk["type"], bk["field"], bk["settings"].get("interval"),
+                 bk["settings"].get("missing")) for bk in a["bucketAggs"]] == [
+            ("terms", "node_reason", None, "-"), ("date_histogram", "timestamp", "1w", None)]
+        assert b == {"refId": "B", "datasource": {"type": "__expr__", "uid": "__expr__"},
+                     "type": "math", "expression": "$A / 3600"}
+        defaults = p["fieldConfig"]["defaults"]
+        assert defaults["unit"] == "suffix: node-h"
+        assert defaults["custom"]["drawStyle"] == "bars"
+        assert defaults["displayName"] == "${__field.labels.node_reason}"
+        assert "sampled" in p["description"].lower()
+
+
+def test_the_queue_panels_leave_the_node_rows_out() -> None:
+    """Node rows have an empty queue, which "All" (queue:*) matches: every snapshot query
+    but the instants' count (N: an instant with nodes and no job has nothing pending)
+    excludes them, or each by-queue panel would draw a queue "" of zeros."""
+    seen = 0
+    for p in OVERVIEW["panels"]:
+        for t in p.get("targets", ()):
+            if t.get("datasource", {}).get("uid") != SNAPSHOTS.uid or p["title"] in NODE_HOURS:
+                continue
+            seen += 1
+            assert t["refId"] == "N" or t["query"].endswith(
+                "AND NOT _exists_:node_state"), (p["title"], t["refId"])
+    assert seen > 10
+
+
+def test_the_preview_draws_node_hours_per_week_by_reason(tmp_path: Any) -> None:
+    from pipeline.dashboards.preview.previewer import Previewer
+
+    p = _panel(OVERVIEW, "Node-hours lost to drains per week, by reason")
+    terms_id, hist_id = (bk["id"] for bk in p["targets"][0]["bucketAggs"])
+    week = 7 * 86_400_000
+    weeks = [NOW_MS - NOW_MS % week - week, NOW_MS - NOW_MS % week]
+
+    def reason(key: str, seconds: list[float]) -> dict[str, Any]:
+        return {"key": key, "doc_count": 2, hist_id: {"buckets": [
+            {"key": t, "doc_count": 1, "1": {"value": s}} for t, s in zip(weeks, seconds,
+                                                                         strict=True)]}}
+
+    answer = _answer(p, {"A": {"aggregations": {terms_id: {"buckets": [
+        reason("bad DIMM", [7200.0, 1800.0]), reason("-", [0.0, 3600.0])]}},
+        "hits": {"total": {"value": 4}, "hits": []}}})
+    checker = Checker(_FakeElasticsearch([]), now_ms=NOW_MS)  # type: ignore[arg-type]
+    drawing = Previewer(checker, tmp_path).draw_panel(p, answer)
+    assert {name: [v for _, v in values] for name, values in drawing.data.items()} == {
+        "bad DIMM": [2.0, 0.5], "-": [0.0, 1.0]}

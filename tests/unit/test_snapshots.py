@@ -1,7 +1,19 @@
-from hypothesis import given
+from collections import Counter
+from functools import cache
+
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.core.snapshots import UNKNOWN_REASON, JobSummary, build_snapshots, summarize
+from pipeline.core.snapshots import (
+    NODE_QUEUE,
+    UNKNOWN_REASON,
+    JobSummary,
+    NodeSummary,
+    build_node_snapshots,
+    build_snapshots,
+    summarize,
+    summarize_node,
+)
 
 
 def doc(state, queue="batch", **kw):
@@ -84,3 +96,80 @@ def test_sum_over_workers_equals_one_worker(jobs, nworkers):
     for q, acc in parts.items():
         for k, v in acc.items():
             assert abs(v - whole[q][k]) < 1e-6 * max(1, abs(v))
+
+
+# ------------------------------------------------------------------ node rows
+
+
+@cache
+def workload_node_docs() -> list[dict]:
+    """The node documents of the demo workload's Flux and Slurm clusters at its end:
+    drained, resumed and down nodes with their reasons."""
+    import random
+
+    from pipeline.fold.nodes import fold_nodes
+    from pipeline.parsers import parse_record
+    from pipeline.tooling.workload_nodes import node_records
+
+    records, _ = node_records(random.Random(5), [("flux", "fa"), ("slurm", "sb")], {},
+                              1_795_000_000.0, 1_795_003_600.0)
+    return fold_nodes(ev for r in records for ev in parse_record(
+        r.format, r.payload, cluster=r.cluster, received_at=r.time))
+
+
+def test_node_rows_count_each_clusters_nodes_by_state_and_reason():
+    docs = workload_node_docs()
+    rows = build_node_snapshots(map(summarize_node, docs), now=1060.0, worker="w1",
+                                partitions=[3, 1], interval_s=30)
+    want = Counter((d["cluster"], d["state"], d["reason"] or None) for d in docs)
+    assert {(r["cluster"], r["node_state"], r["node_reason"]): r["node_count"]
+            for r in rows} == want
+    # both schedulers, drained and down with their reasons, up without
+    assert {(c, s) for c, s, _ in want} >= {("fa", "drained"), ("fa", "down"), ("fa", "up"),
+                                          ("sb", "drained"), ("sb", "down"), ("sb", "up")}
+    assert all(reason for c, s, reason in want if s == "drained")
+    assert [(r["cluster"], r["node_state"]) for r in rows] == sorted(
+        (r["cluster"], r["node_state"]) for r in rows)
+    for r in rows:
+        assert (r["timestamp"], r["worker"], r["partitions"]) == (1050_000, "w1", [1, 3])
+        assert r["node_s"] == 30.0 * r["node_count"]
+        # no queue, and nothing added to the queues' sums, nor a reason snapshot's
+        assert r["queue"] == NODE_QUEUE and r["reason"] is None
+        assert r["oldest_pending_age_s"] is None
+        assert all(v == 0 for k, v in r.items() if k.startswith(("pending_", "running_",
+                                                                   "reason_")))
+
+
+def test_a_node_without_a_reason_has_none_and_an_empty_one_is_none():
+    assert summarize_node({"cluster": "c", "state": "up", "reason": ""}) == NodeSummary(
+        "c", "up", None)
+    rows = build_node_snapshots([NodeSummary("c", "drained", None),
+                                 NodeSummary("c", "drained", "fans"),
+                                 NodeSummary("c", "drained", "fans")], 0.0, "w", [0], 10)
+    assert [(r["node_reason"], r["node_count"], r["node_s"]) for r in rows] == [
+        (None, 1, 10.0), ("fans", 2, 20.0)]
+    assert build_node_snapshots([], 0.0, "w", [0], 10) == []
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 4), st.integers(0, 2**16))
+def test_node_rows_of_workers_add_up_to_one_workers(nworkers, seed):
+    """Nodes split over workers by partition, as the worker's table splits them (murmur2
+    of cluster:node): the sum of their rows is the single worker's, count and seconds."""
+    from agents.routing import job_partition
+
+    docs = workload_node_docs()
+    partitions = 1 + seed % 7
+    whole = {(r["cluster"], r["node_state"], r["node_reason"]): r for r in
+             build_node_snapshots(map(summarize_node, docs), 2000.0, "all", [0], 30)}
+    acc: Counter = Counter()
+    seconds: Counter = Counter()
+    for w in range(nworkers):
+        mine = [d for d in docs if job_partition(
+            f"{d['cluster']}:{d['node']}".encode(), partitions) % nworkers == w]
+        for r in build_node_snapshots(map(summarize_node, mine), 2000.0, f"w{w}", [w], 30):
+            key = (r["cluster"], r["node_state"], r["node_reason"])
+            acc[key] += r["node_count"]
+            seconds[key] += r["node_s"]
+    assert acc == Counter({k: r["node_count"] for k, r in whole.items()})
+    assert seconds == Counter({k: r["node_s"] for k, r in whole.items()})

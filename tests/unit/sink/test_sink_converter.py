@@ -156,6 +156,18 @@ class TestSnapshots:
         assert by_reason.doc_id == f"c1:batch:w1:{DEC_2026}:Priority"
         assert queue.source is not None and "reason" not in queue.source
 
+    def test_node_rows_have_an_id_per_state_and_reason(self) -> None:
+        def row(state: str, reason: str | None) -> str:
+            return conv.snapshot(snapshot(queue="", pending_jobs=0, node_state=state,
+                                          node_reason=reason, node_count=2,
+                                          node_s=60.0)).doc_id
+
+        base = f"c1::w1:{DEC_2026}"
+        assert row("drained", "fans") == f"{base}:drained:fans"
+        assert row("drained", None) == f"{base}:drained"
+        assert len({row("drained", None), row("drained", "fans"), row("down", "fans"),
+                    row("up", None), conv.snapshot(snapshot(queue="")).doc_id}) == 5
+
     def test_bad_timestamp(self) -> None:
         with pytest.raises(DocumentError):
             conv.snapshot(snapshot(timestamp=1.5))
