@@ -9,13 +9,15 @@ ends the bench's (1,333 samples/s: about 333 a batch, every one of another job).
 round is the warm-up (each job's first sample); the CPU (``time.process_time``) of the
 other rounds over their samples is the figure. ``--lifecycle`` gives every job a running
 Slurm lifecycle first (submit, start), as a real job has; ``--digest`` prints a hash of
-everything sent and of the table, to compare two trees' outputs byte for byte.
+everything sent and of the table, to compare two trees' outputs byte for byte. The
+collector runs at the worker's thresholds (:data:`agents.cli.GC_THRESHOLDS`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import hashlib
 import json
 import sys
@@ -28,6 +30,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from agents_factory import Message, RecordedOutputs, jobs_stage  # noqa: E402
 from offline_path import raw_value  # noqa: E402
 
+from agents.cli import GC_THRESHOLDS  # noqa: E402
 from agents.routing import job_partition  # noqa: E402
 from agents.states import JobStates  # noqa: E402
 from pipeline.core.model import JobEvent  # noqa: E402
@@ -96,6 +99,11 @@ def main() -> None:
             asyncio.run(drive(part[i:i + args.batch]))
         return time.process_time() - began
 
+    # the worker's collector settings (agents.cli): at the default thresholds the
+    # collections rescan the feed and the table every few samples
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
     run(messages[:jobs])
     measured = messages[jobs:]
     cpu = run(measured)
