@@ -3,9 +3,12 @@ cumulative figures never go down as samples arrive (pipeline.fold.usage)."""
 
 from __future__ import annotations
 
+from dataclasses import astuple
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.core.jsontext import dumps
 from pipeline.core.model import JobEvent
 from pipeline.fold import JobFold, fold
 from tests.unit.test_fold_usage import events, lifecycle, sample
@@ -61,3 +64,26 @@ def test_cpu_so_far_never_goes_down(evs: list[JobEvent]) -> None:
         cpu = jf.documents()[-1]["usage_cpu_s"]
         assert cpu >= last - 1e-9
         last = cpu
+
+
+def _state_by_astuple(jf: JobFold) -> bytes:
+    """The job's state as :meth:`JobFold.to_json` wrote it when each usage row was
+    ``dataclasses.astuple`` of its sample (a deep copy of every field)."""
+    state = jf.to_dict()
+    if "usage" in state:
+        state["usage"] = [list(astuple(s)) for s in jf.usage.samples()]
+    return dumps(state)
+
+
+@settings(max_examples=100, deadline=None)
+@given(samples(), st.booleans())
+def test_usage_rows_are_the_samples_fields_as_astuple_gave_them(evs: list[JobEvent],
+                                                               gpus: bool) -> None:
+    jf = JobFold()
+    for ev in lifecycle() + evs:
+        jf.add(ev)
+    if gpus:
+        jf.add(events(sample(9, 1.0, node="g", gpus=[{"util_pct": 40.0}, {"util_pct": 60}],
+                             gpu_busy=3.0, gpu_s=6.0, idle_since=T0))[0])
+    assert jf.usage.to_state() == [list(astuple(s)) for s in jf.usage.samples()]
+    assert jf.to_json() == _state_by_astuple(jf)
