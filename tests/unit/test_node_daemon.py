@@ -245,3 +245,39 @@ def test_once_without_kafka_keeps_the_samples_in_the_spool_and_says_so(
 def test_the_command_refuses_what_makes_no_sense(args: list[str], tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["edge", "node", *args], env=node_env(tmp_path))
     assert result.exit_code == 2, result.output
+
+
+#: What ``jobstream edge node`` must not load (issue 33: 40 MiB resident on every compute
+#: node): the other areas and their libraries, and NVML's bindings where the driver's
+#: library is not there.
+NOT_IN_THE_NODE_DAEMON = ("agents", "pipeline.sink", "pipeline.tooling", "pipeline.fold",
+                          "pipeline.dashboards", "pipeline.replay", "pipeline.edges.slurm",
+                          "pipeline.edges.flux", "elasticsearch", "faust", "aiokafka",
+                          "rich", "hypothesis")
+
+
+def test_the_node_daemon_loads_nothing_it_does_not_run() -> None:
+    """What the command imports up to its first sample, in a process of its own."""
+    import subprocess
+    import sys
+
+    code = ("import ctypes, json, sys\n"
+            "from pipeline.cli import main\n"
+            "from pipeline.edges.cli import edge\n"
+            "from pipeline.edges.base import EdgeRuntime\n"
+            "from pipeline.edges.node.daemon import NodeEdge, build_sampler\n"
+            "from pipeline.edges.node.gpus import NVML_LIBRARY, GpuReader\n"
+            "GpuReader()\n"
+            "try:\n"
+            "    ctypes.CDLL(NVML_LIBRARY)\n"
+            "    driver = True\n"
+            "except OSError:\n"
+            "    driver = False\n"
+            "print(json.dumps([driver, sorted(sys.modules)]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    driver, modules = json.loads(done.stdout.splitlines()[-1])
+    unwanted = [m for m in modules
+                if any(m == n or m.startswith(n + ".") for n in NOT_IN_THE_NODE_DAEMON)]
+    assert unwanted == []
+    assert driver or "pynvml" not in modules

@@ -22,13 +22,15 @@ and processes NVML reports from another pid namespace than the edge's.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pipeline.edges.node.pids import JobKey
 
-__all__ = ["GpuJobs", "GpuReader", "GpuReading", "Nvml", "gpus_by_job", "load_pynvml"]
+__all__ = ["NVML_LIBRARY", "GpuJobs", "GpuReader", "GpuReading", "NoNvmlLibrary", "Nvml",
+           "gpus_by_job", "load_pynvml"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,8 +81,26 @@ class GpuReading:
                 "mem_bytes": self.mem_bytes, "mem_total_bytes": self.mem_total_bytes}
 
 
+#: the driver's library, which ``pynvml`` loads on Linux (``CDLL`` in its ``nvmlInit``)
+NVML_LIBRARY = "libnvidia-ml.so.1"
+
+
+class NoNvmlLibrary(ImportError):
+    """The driver's NVML library cannot be loaded: the bindings were not imported."""
+
+
 def load_pynvml() -> Nvml:
-    """The real NVML bindings; ImportError when ``nvidia-ml-py`` is not installed."""
+    """The real NVML bindings; ImportError when ``nvidia-ml-py`` is not installed, and
+    :class:`NoNvmlLibrary` on Linux when :data:`NVML_LIBRARY` cannot be loaded (a node
+    without an NVIDIA driver): the bindings, a megabyte of Python objects, would find no
+    library there either, and are then not imported at all (docs/node.md, "Cost")."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(NVML_LIBRARY)
+        except OSError as e:
+            raise NoNvmlLibrary(f"NVML: {e}") from None
     import pynvml
 
     return pynvml  # type: ignore[return-value]
@@ -102,6 +122,9 @@ class GpuReader:
         self._failing: set[tuple[int, str]] = set()
         try:
             lib = nvml if nvml is not None else load()
+        except NoNvmlLibrary as e:
+            self._off(str(e))
+            return
         except ImportError as e:
             self._off(f"nvidia-ml-py is not installed ({e})")
             return

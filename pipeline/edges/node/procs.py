@@ -90,7 +90,8 @@ def parse_stat(text: bytes) -> Stat:
     """``/proc/<pid>/stat`` -> its command name, utime, stime, start time and rss."""
     try:
         close = text.rindex(b")")
-        rest = text[close + 2:].split(None, 22)  # fields 3 to 24, and the rest in one
+        # fields 3 to 24, and the rest in one; the kernel puts one space between fields
+        rest = text[close + 2:].split(b" ", 22)
         return Stat(text[text.index(b"(") + 1:close], int(rest[11]), int(rest[12]),
                     int(rest[19]), int(rest[21]))
     except (ValueError, IndexError):
@@ -144,16 +145,17 @@ class _StatFiles:
         self.proc_root = proc_root
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         self.max_open = max(0, soft // 2) if soft != resource.RLIM_INFINITY else 1 << 20
-        self._fds: dict[str, int] = {}
+        #: pid -> its kept ``stat`` file (read in place by ProcReader.sample)
+        self.fds: dict[str, int] = {}
 
     def read(self, pid: str) -> bytes:
         """The process's ``stat`` now; OSError when it is gone."""
-        fd = self._fds.get(pid)
+        fd = self.fds.get(pid)
         if fd is not None:
             try:
                 return os.pread(fd, self.SIZE, 0)
             except OSError:  # that process ended; the pid may be another's now
-                del self._fds[pid]
+                del self.fds[pid]
                 os.close(fd)
         fd = os.open(f"{self.proc_root}/{pid}/stat", os.O_RDONLY)
         try:
@@ -161,8 +163,8 @@ class _StatFiles:
         except OSError:
             os.close(fd)
             raise
-        if len(self._fds) < self.max_open:
-            self._fds[pid] = fd
+        if len(self.fds) < self.max_open:
+            self.fds[pid] = fd
         else:
             os.close(fd)
         return text
@@ -170,12 +172,12 @@ class _StatFiles:
     def keep_only(self, pids: Iterable[str]) -> None:
         """Close the files of the pids not in ``pids`` (those of the last scan)."""
         live = set(pids)
-        for pid in [p for p in self._fds if p not in live]:
-            os.close(self._fds.pop(pid))
+        for pid in [p for p in self.fds if p not in live]:
+            os.close(self.fds.pop(pid))
 
     @property
     def open(self) -> int:
-        return len(self._fds)
+        return len(self.fds)
 
     def close(self) -> None:
         self.keep_only(())
@@ -207,25 +209,16 @@ class ProcStats:
     vanished: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class _Process:
     start: int
     comm: bytes
     job: JobKey | None
     #: its environment will not name a job later: it named one, or cannot be read
     settled: bool
-    user_s: float = 0.0
-    system_s: float = 0.0
-
-
-@dataclass
-class _Usage:
-    user_s: float = 0.0
-    system_s: float = 0.0
-    memory: int = 0
-    processes: int = 0
-    #: the earliest start (ticks since boot) of the job's processes in this scan
-    first_start: int = -1
+    #: its CPU at the last scan, in clock ticks
+    utime: int = 0
+    stime: int = 0
 
 
 class ProcReader:
@@ -241,7 +234,8 @@ class ProcReader:
         self.stats = ProcStats()
         self._clock = clock
         self._processes: dict[str, _Process] = {}
-        self._retired: dict[JobKey, tuple[float, float]] = {}
+        #: per job, the CPU ticks (user, system) of its processes that ended
+        self._retired: dict[JobKey, tuple[int, int]] = {}
         self._active: set[JobKey] = set()
         self._epochs: dict[JobKey, str] = {}
         self._stat = _StatFiles(self.proc_root)
@@ -270,7 +264,8 @@ class ProcReader:
             epoch = self._epochs[key] = f"p{self._btime + first_start / _USER_HZ:.2f}"
         return epoch
 
-    def _identify(self, pid: str, stat: Stat, readings: list[Reading]) -> _Process:
+    def _identify(self, pid: str, start: int, comm: bytes,
+                  readings: list[Reading]) -> _Process:
         """The process as its environment says, an unparsable job id appended to
         ``readings``."""
         path = f"{self.proc_root}/{pid}/environ"
@@ -279,12 +274,12 @@ class ProcReader:
             environ = _read(path)
         except PermissionError:
             self.stats.environ_denied += 1
-            return _Process(stat.start, stat.comm, None, settled=True)
+            return _Process(start, comm, None, settled=True)
         except FileNotFoundError:
             self.stats.vanished += 1
-            return _Process(stat.start, stat.comm, None, settled=False)
+            return _Process(start, comm, None, settled=False)
         except OSError:  # ESRCH: a kernel thread, which has no environment
-            return _Process(stat.start, stat.comm, None, settled=True)
+            return _Process(start, comm, None, settled=True)
         variables = environ.split(b"\0")
         for scheduler in self.schedulers:
             prefix = _VARIABLE[scheduler]
@@ -296,13 +291,11 @@ class ProcReader:
                 job = (scheduler, parse_job_id(scheduler, text))
             except ValueError as e:
                 readings.append(SampleError(scheduler, text, "procs", path, str(e)))
-                return _Process(stat.start, stat.comm, None, settled=True)
-            return _Process(stat.start, stat.comm, job, settled=True)
-        return _Process(stat.start, stat.comm, None, settled=False)
+                return _Process(start, comm, None, settled=True)
+            return _Process(start, comm, job, settled=True)
+        return _Process(start, comm, None, settled=False)
 
-    def _memory(self, pid: str, stat: Stat) -> int:
-        if not self.use_pss:
-            return stat.rss * _PAGE
+    def _pss(self, pid: str) -> int:
         try:
             return _kib_line(_read(f"{self.proc_root}/{pid}/smaps_rollup"), b"Pss:")
         except (OSError, ValueError):
@@ -310,60 +303,93 @@ class ProcReader:
 
     def _retire(self, process: _Process) -> None:
         if process.job is not None:
-            user, system = self._retired.get(process.job, (0.0, 0.0))
-            self._retired[process.job] = (user + process.user_s, system + process.system_s)
+            user, system = self._retired.get(process.job, (0, 0))
+            self._retired[process.job] = (user + process.utime, system + process.stime)
 
     def sample(self) -> list[Reading]:
         """Scan the processes once. Raises OSError only if ``proc_root`` cannot be listed."""
         now = self._clock()
         pids = [name for name in os.listdir(self.proc_root) if name.isdigit()]
-        self.stats.scans += 1
-        self.stats.processes = len(pids)
+        stats = self.stats
+        stats.scans += 1
+        stats.processes = len(pids)
         readings: list[Reading] = []
-        usage: dict[JobKey, _Usage] = {}
+        #: per job: [user ticks, system ticks, memory, processes, earliest start]
+        usage: dict[JobKey, list[int]] = {}
         live: dict[str, _Process] = {}
-        read, known = self._stat.read, self._processes.get  # bound once: 10,000 a scan
+        # The loop runs once per process of the node (10,000 a scan): its names are bound
+        # once, the kept ``stat`` file is read in place (see _StatFiles.read) and only the
+        # fields needed are converted; the command name only of a process not settled.
+        fds, pread, size = self._stat.fds, os.pread, _StatFiles.SIZE
+        reopen, known = self._stat.read, self._processes.get
+        memory = None if self.use_pss else _PAGE
         for pid in pids:
+            fd = fds.get(pid)
             try:
-                stat = parse_stat(read(pid))
-            except (OSError, ValueError):
-                self.stats.vanished += 1
+                text = pread(fd, size, 0) if fd is not None else reopen(pid)
+            except OSError:
+                if fd is None:
+                    stats.vanished += 1
+                    continue
+                try:  # that process ended; the pid may be another's now
+                    text = reopen(pid)
+                except OSError:
+                    stats.vanished += 1
+                    continue
+            close = text.rfind(b")")  # as parse_stat does, without its Stat
+            fields = text[close + 2:].split(b" ", 22)
+            try:
+                if close < 0:
+                    raise ValueError(text)
+                utime, stime, start = int(fields[11]), int(fields[12]), int(fields[19])
+                pages = int(fields[21])
+            except (ValueError, IndexError):
+                stats.vanished += 1
                 continue
             process = known(pid)
-            if process is None or process.start != stat.start:
+            if process is None or process.start != start:
                 if process is not None:  # the pid was reused: the old process ended
                     self._retire(process)
-                process = self._identify(pid, stat, readings)
-                self.stats.new_processes += 1
-            elif not process.settled and process.comm != stat.comm:  # it exec'd
-                process = self._identify(pid, stat, readings)
-                self.stats.environ_rereads += 1
-            process.user_s, process.system_s = stat.utime / _USER_HZ, stat.stime / _USER_HZ
+                process = self._identify(pid, start, text[text.find(b"(") + 1:close],
+                                         readings)
+                stats.new_processes += 1
+            elif not process.settled:
+                comm = text[text.find(b"(") + 1:close]
+                if process.comm != comm:  # it exec'd
+                    process = self._identify(pid, start, comm, readings)
+                    stats.environ_rereads += 1
+            process.utime, process.stime = utime, stime
             live[pid] = process
-            if process.job is not None:
-                u = usage.setdefault(process.job, _Usage())
-                u.user_s += process.user_s
-                u.system_s += process.system_s
-                u.memory += self._memory(pid, stat)
-                u.processes += 1
-                if u.first_start < 0 or process.start < u.first_start:
-                    u.first_start = process.start
+            job = process.job
+            if job is not None:
+                rss = pages * memory if memory else self._pss(pid)
+                u = usage.get(job)
+                if u is None:
+                    usage[job] = [utime, stime, rss, 1, start]
+                else:
+                    u[0] += utime
+                    u[1] += stime
+                    u[2] += rss
+                    u[3] += 1
+                    if start < u[4]:
+                        u[4] = start
         for pid, process in self._processes.items():
             if pid not in live:
                 self._retire(process)
         self._processes = live
         self._stat.keep_only(live)
-        self.stats.cached = len(live)
-        self.stats.stat_files_open = self._stat.open
-        for (scheduler, job_id), u in usage.items():
-            user, system = self._retired.get((scheduler, job_id), (0.0, 0.0))
-            user, system = user + u.user_s, system + u.system_s
+        stats.cached = len(live)
+        stats.stat_files_open = self._stat.open
+        for (scheduler, job_id), (utime, stime, mem, processes, first) in usage.items():
+            retired_user, retired_system = self._retired.get((scheduler, job_id), (0, 0))
+            user = (retired_user + utime) / _USER_HZ
+            system = (retired_system + stime) / _USER_HZ
             readings.append(JobSample(
                 scheduler=scheduler, job_id=job_id, source="procs", sampled_at=now,
                 cpu_usage_s=user + system, cpu_user_s=user, cpu_system_s=system,
-                mem_current_bytes=u.memory, mem_peak_bytes=None, mem_rss_bytes=u.memory,
-                mem_file_bytes=None, mem_limit_bytes=None, processes=u.processes,
-                epoch=self._epoch((scheduler, job_id), u.first_start)))
+                mem_current_bytes=mem, mem_peak_bytes=None, mem_rss_bytes=mem,
+                mem_file_bytes=None, mem_limit_bytes=None, processes=processes,
+                epoch=self._epoch((scheduler, job_id), first)))
         for scheduler, job_id in self._active - usage.keys():
             readings.append(JobGone(scheduler, job_id, "procs", now,
                                     "no process of the job left on this node"))
