@@ -140,7 +140,9 @@ def slurm_array(cluster: str, tasks: int, t0: float, *, user_index: int = 0
         task_key = job_key(cluster, str(raw))
         env = {**slurm_job_env(cluster, raw, bank, user, uid, _NAME, _SLURM_PARTITION,
                                [host]),
+               # as the recorded prolog has them (the workload's hooks leave these out)
                "SLURM_SCRIPT_CONTEXT": "prolog_slurmctld", "SLURM_JOB_CPUS_PER_NODE": "1",
+               "SLURM_JOB_WORK_DIR": f"/home/{user}/{_NAME}",
                "SLURM_ARRAY_JOB_ID": str(array_id), "SLURM_ARRAY_TASK_ID": str(task),
                "SLURM_ARRAY_TASK_COUNT": str(tasks), "SLURM_ARRAY_TASK_MIN": "1",
                "SLURM_ARRAY_TASK_MAX": str(tasks), "SLURM_ARRAY_TASK_STEP": "1",

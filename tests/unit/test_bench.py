@@ -12,7 +12,7 @@ import pytest
 from pipeline.fold import doc_id
 from pipeline.tooling.bench import tracked
 from pipeline.tooling.bench.feed import build_feed, workload_spec
-from pipeline.tooling.bench.flow import quantile, check_documents, sampled
+from pipeline.tooling.bench.flow import check_documents, quantile, sampled
 from pipeline.tooling.bench.memos import memo_feed
 from pipeline.tooling.bench.report import FIGURES, OPTIONAL_FIGURES
 from pipeline.tooling.bench.rss import jit_threads_cpu_s
