@@ -11,6 +11,7 @@ from pipeline.tooling.bench.burst import (
     burst_feed,
     in_window,
 )
+from pipeline.tooling.bench.cli import _phases
 from pipeline.tooling.bench.run import BenchOptions, _figures
 
 T0 = 1_790_000_000.0
@@ -61,3 +62,8 @@ def test_a_burst_in_time_with_wrong_documents_misses_its_target() -> None:
     assert burst_ok(burst_all_searchable_s=9.0, burst_documents_ok=False) is False
     figures = {f.name: f for f in _figures({"burst_live_p99_s": 3.5}, BenchOptions())}
     assert figures["burst_live_p99_s"].ok is False
+
+
+def test_the_phase_is_named_on_the_command_line() -> None:
+    assert _phases(None, None, "burst") == ("burst",)  # type: ignore[arg-type]
+    assert BenchOptions().burst_tasks == 10_000 and BenchOptions().burst_scheduler == "both"

@@ -47,8 +47,10 @@ PHASES = ("ceilings", "baseline", "e2e", "replay", "latency", "memory")
 #: document of ``tracked_jobs`` pending jobs (its memory, without the worker's run);
 #: ``memos`` one job with ``memos`` memo events against as many ordinary events
 #: ``node-usage`` the samples of ``usage_nodes`` nodes running ``usage_jobs_per_node`` jobs
-#: each through the flow; ``node-edge`` the node edge's CPU and memory on this node
-OPTIONAL_PHASES = ("slurm-edge", "memos", "node-usage", "node-edge")
+#: each through the flow; ``node-edge`` the node edge's CPU and memory on this node;
+#: ``burst`` a ``burst_tasks``-task job array published at once beside the live feed at
+#: ``rate`` (:mod:`pipeline.tooling.bench.burst`)
+OPTIONAL_PHASES = ("slurm-edge", "memos", "node-usage", "node-edge", "burst")
 
 #: docs/design.md, "Targets"
 TARGET_RATIO = 0.5
