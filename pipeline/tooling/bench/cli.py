@@ -148,7 +148,9 @@ def bench(ctx: click.Context, jobs: int, rate: float, latency_s: float, sample_e
         console.print(f"burst: {burst['records']} records ({burst['events']} events) "
                       f"published in {burst['publish_s']:.2f} s; {arrays}; live feed "
                       f"{burst['rate_achieved']:.0f} events/s, {burst['live_samples']} "
-                      f"samples in the window (lead p99 {burst['lead_p99_s']})")
+                      "samples in the window"
+                      + (f" (p99 {burst['lead_p99_s']:.2f} s in the lead before it)"
+                         if burst["lead_p99_s"] is not None else ""))
     if json_path is not None:
         write_json(json_path, result.figures, result.details)
         console.print(f"written to {json_path}")
