@@ -21,6 +21,12 @@ the producer takes them, from a producer made beforehand. Measured:
   phase's; the lead's records before it, for comparison. The live feed is stopped
   :data:`TAIL_S` after the window, then the probe waits for every sampled record sent.
 
+``--burst-scheduler both`` (the default) splits the tasks half each rather than sending
+an array of them to each scheduler: the bound is stated for one array of 10,000 tasks, and
+a site's burst comes from its one scheduler, so the burst keeps that size while both
+edges' records go through; ``flux`` is the heaviest per task (six records against about
+two), and the worst case of the bound.
+
 Afterwards the tasks' documents are read back and compared, field by field, with the
 offline fold as the sink indexes it (:func:`pipeline.tooling.bench.flow.check_documents`):
 a fast run with wrong documents does not count.
