@@ -89,6 +89,7 @@ from pipeline.tooling.workload_records import (
     UsageLevels,
     env_bytes,
     flux_jobspec,
+    flux_journal_response,
     flux_pending,
     flux_r,
     hostlist_text,
@@ -96,6 +97,7 @@ from pipeline.tooling.workload_records import (
     node_usage_series,
     pick_weighted,
     sacct_step,
+    slurm_job_env,
     slurm_number,
     squeue_pending,
     squeue_running,
@@ -447,17 +449,10 @@ class Workload:
         backlog the edge reads when it connects)."""
         for ts, name, context in events:
             at = round(ts, 6)
-            ev: dict[str, Any] = {"timestamp": at, "name": name}
-            if context is not None:
-                ev["context"] = context
-            response: dict[str, Any] = {"id": jobid, "events": [ev]}
-            if name == "submit":
-                response["jobspec"] = jobspec
-            if name == "alloc" and r_v1 is not None:
-                response["R"] = r_v1
+            response = flux_journal_response(jobid, at, name, context, jobspec, r_v1)
             self._emit(GeneratedRecord(ts if due is None else due, cluster, "flux",
                                        "flux-journal", job_key(cluster, str(jobid)),
-                                       json.dumps(response, separators=(",", ":")).encode()),
+                                       response),
                        [_flux_event(cluster, jobid, name, at)], counted=counted)
 
     # -- Slurm --------------------------------------------------------------------------
@@ -516,12 +511,7 @@ class Workload:
                   "OUT_OF_MEMORY": "oom"}[state]
         truth.update(result=result, exit_code=exit_code)
         started = outcome != "cancelled_pending"
-        base_env = {"SLURM_CLUSTER_NAME": cluster, "SLURM_JOB_ID": str(jobid),
-                    "SLURM_JOB_ACCOUNT": bank, "SLURM_JOB_USER": user,
-                    "SLURM_JOB_UID": str(uid), "SLURM_JOB_GID": str(uid),
-                    "SLURM_JOB_GROUP": user, "SLURM_JOB_NAME": name,
-                    "SLURM_JOB_PARTITION": partition, "SLURM_JOB_NODELIST": hostlist_text(hosts),
-                    "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_JOB_RESTART_COUNT": "0"}
+        base_env = slurm_job_env(cluster, jobid, bank, user, uid, name, partition, hosts)
         if started:
             truth.update(nnodes=nodes, ncores=cores, ngpus=gpus, nodelist=hosts,
                          cancelled_before_start=False)

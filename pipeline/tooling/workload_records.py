@@ -22,14 +22,17 @@ __all__ = [
     "GPU_IDLE_PCT",
     "GeneratedRecord",
     "NodeJob",
+    "SqueueArray",
     "UsageLevels",
     "env_bytes",
     "flux_jobspec",
+    "flux_journal_response",
     "flux_pending",
     "flux_r",
     "hostlist_text",
     "iso_time",
     "node_usage_series",
+    "slurm_job_env",
     "slurm_number",
     "pick_weighted",
     "sacct_step",
@@ -130,10 +133,12 @@ def flux_jobspec(name: str, user: str, queue: str, bank: str, nodes: int, per_no
 
 
 def flux_r(hosts: list[str], first_rank: int, per_node_cores: int, per_node_gpus: int,
-           starttime: float, duration: float) -> dict[str, Any]:
-    """The R (RFC 20, version 1) of a job on ``hosts``, ranks from ``first_rank`` on."""
-    children: dict[str, str] = {"core": f"0-{per_node_cores - 1}"
-                                if per_node_cores > 1 else "0"}
+           starttime: float, duration: float, *, first_core: int = 0) -> dict[str, Any]:
+    """The R (RFC 20, version 1) of a job on ``hosts``, ranks from ``first_rank`` on, cores
+    from ``first_core`` on on each (a job sharing its nodes: an array's task)."""
+    last_core = first_core + per_node_cores - 1
+    children: dict[str, str] = {"core": f"{first_core}-{last_core}"
+                                if per_node_cores > 1 else str(first_core)}
     if per_node_gpus:
         children["gpu"] = "0" if per_node_gpus == 1 else f"0-{per_node_gpus - 1}"
     nodes = len(hosts)
@@ -141,6 +146,23 @@ def flux_r(hosts: list[str], first_rank: int, per_node_cores: int, per_node_gpus
     return {"version": 1, "execution": {
         "R_lite": [{"rank": ranks, "children": children}], "starttime": starttime,
         "expiration": starttime + duration, "nodelist": [hostlist_text(hosts)]}}
+
+
+def flux_journal_response(jobid: int, at: float, name: str, context: dict[str, Any] | None,
+                          jobspec: dict[str, Any] | None, r_v1: dict[str, Any] | None
+                          ) -> bytes:
+    """One job-manager journal response holding one event of ``jobid`` at ``at``: the
+    jobspec rides on ``submit``, R on ``alloc`` (as ``job-manager.events-journal`` sends
+    them with ``full: true``)."""
+    ev: dict[str, Any] = {"timestamp": at, "name": name}
+    if context is not None:
+        ev["context"] = context
+    response: dict[str, Any] = {"id": jobid, "events": [ev]}
+    if name == "submit" and jobspec is not None:
+        response["jobspec"] = jobspec
+    if name == "alloc" and r_v1 is not None:
+        response["R"] = r_v1
+    return json.dumps(response, separators=(",", ":")).encode()
 
 
 def iso_time(t: float) -> str:
@@ -151,6 +173,18 @@ def env_bytes(env: dict[str, str]) -> bytes:
     return "".join(f"{k}={v}\n" for k, v in sorted(env.items())).encode()
 
 
+def slurm_job_env(cluster: str, jobid: int, bank: str, user: str, uid: int, name: str,
+                  partition: str, hosts: list[str]) -> dict[str, str]:
+    """The ``SLURM_*`` variables every PrologSlurmctld/EpilogSlurmctld run of a job sees
+    (the script's context, times and exit codes are the caller's to add)."""
+    return {"SLURM_CLUSTER_NAME": cluster, "SLURM_JOB_ID": str(jobid),
+            "SLURM_JOB_ACCOUNT": bank, "SLURM_JOB_USER": user,
+            "SLURM_JOB_UID": str(uid), "SLURM_JOB_GID": str(uid),
+            "SLURM_JOB_GROUP": user, "SLURM_JOB_NAME": name,
+            "SLURM_JOB_PARTITION": partition, "SLURM_JOB_NODELIST": hostlist_text(hosts),
+            "SLURM_JOB_NUM_NODES": str(len(hosts)), "SLURM_JOB_RESTART_COUNT": "0"}
+
+
 def hostlist_text(hosts: list[str]) -> str:
     """A compact Slurm/RFC 29 host list of consecutive ``<prefix><NNN>`` names."""
     if len(hosts) == 1:
@@ -159,25 +193,49 @@ def hostlist_text(hosts: list[str]) -> str:
     return f"{prefix}[{hosts[0][-3:]}-{hosts[-1][-3:]}]"
 
 
+@dataclass(frozen=True, slots=True)
+class SqueueArray:
+    """What ``squeue --json`` says of a job array in one job's record (v0.0.38, as the
+    real 22.05 records of tests/data/slurm/real-22.05): the array's id, and either the task
+    (a task split off, with a raw job id of its own; the last task keeps the array's id)
+    or, for the meta record of the tasks not yet split off, their index set."""
+
+    job_id: int
+    #: None in the meta record (squeue prints null there)
+    task_id: int | None = None
+    #: the pending tasks, ``"1-10000"``, in the meta record only
+    task_string: str = ""
+
+    def fields(self) -> dict[str, Any]:
+        return {"array_job_id": self.job_id, "array_task_id": self.task_id,
+                "array_task_string": self.task_string}
+
+
 def squeue_pending(cluster: str, jobid: int, name: str, user: str, uid: int, bank: str,
                     partition: str, qos: str, t_submit: int, limit_min: int, nodes: int,
-                    cores: int, tres_req: str, reason: str) -> bytes:
+                    cores: int, tres_req: str, reason: str, *,
+                    array: SqueueArray | None = None) -> bytes:
     """A ``squeue --json`` (data_parser v0.0.38, Slurm 22.05) document with one pending job
-    waiting for ``reason``."""
+    waiting for ``reason`` (``array``: an array's record, e.g. its pending meta record)."""
     job = _squeue_job(cluster, jobid, name, user, uid, bank, partition, qos, t_submit,
                       limit_min, nodes, cores, tres_req)
     job.update(job_state="PENDING", state_reason=reason)
+    if array is not None:
+        job.update(array.fields())
     return _squeue_doc(job)
 
 
 def squeue_running(cluster: str, jobid: int, name: str, user: str, uid: int, bank: str,
                     partition: str, qos: str, t_submit: int, t_start: int, limit_min: int,
-                    hosts: list[str], cores: int, gpus: int, tres_req: str) -> bytes:
+                    hosts: list[str], cores: int, gpus: int, tres_req: str, *,
+                    array: SqueueArray | None = None) -> bytes:
     """The same document with one job running on ``hosts`` since ``t_start``: what the
     poller's first poll shows of a job that started before it (its end time is the one its
-    limit sets, as squeue states it while the job runs)."""
+    limit sets, as squeue states it while the job runs); ``array``: an array task."""
     job = _squeue_job(cluster, jobid, name, user, uid, bank, partition, qos, t_submit,
                       limit_min, len(hosts), cores, tres_req)
+    if array is not None:
+        job.update(array.fields())
     job.update(job_state="RUNNING", state_reason="None", nodes=hostlist_text(hosts),
                start_time=t_start, end_time=t_start + limit_min * 60,
                tres_alloc_str=f"cpu={cores},node={len(hosts)},billing={cores}"

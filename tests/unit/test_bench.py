@@ -12,7 +12,7 @@ import pytest
 from pipeline.fold import doc_id
 from pipeline.tooling.bench import tracked
 from pipeline.tooling.bench.feed import build_feed, workload_spec
-from pipeline.tooling.bench.flow import _quantile, check_documents, sampled
+from pipeline.tooling.bench.flow import check_documents, quantile, sampled
 from pipeline.tooling.bench.memos import memo_feed
 from pipeline.tooling.bench.report import FIGURES, OPTIONAL_FIGURES
 from pipeline.tooling.bench.rss import jit_threads_cpu_s
@@ -60,10 +60,10 @@ def test_document_check_finds_missing_unexpected_and_different_documents(feed) -
 
 def test_quantiles() -> None:
     values = [float(v) for v in range(1, 101)]
-    assert _quantile([], 0.5) is None
-    assert _quantile([2.0], 0.99) == 2.0
-    assert _quantile(values, 0.5) == pytest.approx(50.5, abs=0.1)
-    assert _quantile(values, 0.99) == pytest.approx(99.0, abs=0.1)
+    assert quantile([], 0.5) is None
+    assert quantile([2.0], 0.99) == 2.0
+    assert quantile(values, 0.5) == pytest.approx(50.5, abs=0.1)
+    assert quantile(values, 0.99) == pytest.approx(99.0, abs=0.1)
 
 
 def test_sampling_picks_about_one_in_n() -> None:

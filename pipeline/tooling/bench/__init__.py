@@ -21,9 +21,14 @@ state directories: :mod:`pipeline.tooling.bench.phase_names`), all deleted at th
   its own index request;
 * ``replay`` -- ``jobstream replay`` of the e2e raw topic into a new generation;
 * ``memory`` -- (``--tracked-jobs N``) the producer edges publishing N pending jobs and the
-  worker tracking them: resident memory of each.
+  worker tracking them: resident memory of each;
+* ``burst`` -- (optional) a ``--burst-tasks`` job array (Flux jobs, a Slurm array's tasks)
+  published at once beside the live feed at ``--rate``: the time until every task's
+  document is searchable at its final revision, the live feed's p99 meanwhile, the
+  tasks' documents checked against the offline fold.
 
 The modules: ``feed`` (workload, expected results, publishing), ``ceilings``, ``flow``
 (e2e and latency), ``window`` (where the e2e window starts), ``tracked`` (memory at N
-tracked jobs), ``report`` (table and JSON), ``run`` (the phases in order), ``cli``.
+tracked jobs), ``usage`` (node samples), ``burst`` (the job array), ``report`` (table
+and JSON), ``run`` (the phases in order), ``cli``.
 """

@@ -53,6 +53,11 @@ def _phases(_: click.Context, __: click.Parameter, value: str) -> tuple[str, ...
               show_default=True, help="node-edge phase: jobs on this node.")
 @click.option("--edge-processes", type=click.IntRange(1), default=BenchOptions.edge_processes,
               show_default=True, help="node-edge phase: their processes.")
+@click.option("--burst-tasks", type=click.IntRange(1), default=BenchOptions.burst_tasks,
+              show_default=True, help="burst phase: tasks of the job array.")
+@click.option("--burst-scheduler", type=click.Choice(["flux", "slurm", "both"]),
+              default=BenchOptions.burst_scheduler, show_default=True,
+              help="burst phase: whose array (both: half the tasks each).")
 @click.option("--seed", type=int, default=BenchOptions.seed, show_default=True)
 @click.option("--time-scale", type=click.FloatRange(min=0.001),
               default=BenchOptions.time_scale, show_default=True,
@@ -71,7 +76,7 @@ def _phases(_: click.Context, __: click.Parameter, value: str) -> tuple[str, ...
 def bench(ctx: click.Context, jobs: int, rate: float, latency_s: float, sample_every: int,
           workers: int, baseline_s: float, tracked_jobs: int, memos: int, usage_nodes: int,
           usage_jobs_per_node: int, usage_intervals: int, edge_jobs: int,
-          edge_processes: int, seed: int,
+          edge_processes: int, burst_tasks: int, burst_scheduler: str, seed: int,
           time_scale: float, phases: tuple[str, ...], timeout: float, json_path: Path | None,
           logs: Path | None, keep: bool) -> None:
     """Measure the flow against its ceilings on the local stack (started if needed).
@@ -86,7 +91,8 @@ def bench(ctx: click.Context, jobs: int, rate: float, latency_s: float, sample_e
                         baseline_s=baseline_s, tracked_jobs=tracked_jobs, memos=memos,
                         usage_nodes=usage_nodes, usage_jobs_per_node=usage_jobs_per_node,
                         usage_intervals=usage_intervals, edge_jobs=edge_jobs,
-                        edge_processes=edge_processes,
+                        edge_processes=edge_processes, burst_tasks=burst_tasks,
+                        burst_scheduler=burst_scheduler,
                         phases=phases, timeout=timeout, logs=logs, keep=keep)
     console = Console()
     result = run_bench(get_config(ctx), opts, console)
@@ -134,9 +140,20 @@ def bench(ctx: click.Context, jobs: int, rate: float, latency_s: float, sample_e
                       f"{memo['ordinary_events']} ordinary events of {memo['ordinary_jobs']} "
                       f"jobs in {memo['ordinary_s']:.1f} s; per event {memo['ratio']:.2f}x "
                       "the ordinary")
+    burst = result.details.get("burst")
+    if burst:
+        arrays = ", ".join(f"{cluster} {burst['tasks'][cluster]} tasks "
+                           + (f"in {s:.2f} s" if s is not None else "not all searchable")
+                           for cluster, s in burst["array_searchable_s"].items())
+        console.print(f"burst: {burst['records']} records ({burst['events']} events) "
+                      f"published in {burst['publish_s']:.2f} s; {arrays}; live feed "
+                      f"{burst['rate_achieved']:.0f} events/s, {burst['live_samples']} "
+                      "samples in the window"
+                      + (f" (p99 {burst['lead_p99_s']:.2f} s in the lead before it)"
+                         if burst["lead_p99_s"] is not None else ""))
     if json_path is not None:
         write_json(json_path, result.figures, result.details)
         console.print(f"written to {json_path}")
     failed = any(result.details.get(phase, {}).get("check", {}).get("ok") is False
-                 for phase in ("e2e", "memos"))
+                 for phase in ("e2e", "memos", "burst"))
     ctx.exit(1 if failed else 0)

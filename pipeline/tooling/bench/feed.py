@@ -11,6 +11,7 @@ for those documents, the latency phase for those revisions.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -135,9 +136,11 @@ def publish_all(cfg: Config, records: Sequence[GeneratedRecord]) -> float:
 
 
 def publish_paced(cfg: Config, feed: Feed, rate: float,
-                  sent: Callable[[int, float], None]) -> float:
+                  sent: Callable[[int, float], None],
+                  stop: threading.Event | None = None) -> float:
     """The records at ``rate`` canonical events/s (each record when the events before it are
-    due), calling ``sent(index, monotonic time)`` after each; returns the events/s achieved."""
+    due), calling ``sent(index, monotonic time)`` after each, until the last or until
+    ``stop`` is set; returns the events/s achieved over what was sent."""
     publisher = RawPublisher(cfg)
     started = time.monotonic()
     due_events = 0
@@ -145,10 +148,12 @@ def publish_paced(cfg: Config, feed: Feed, rate: float,
         due = started + due_events / rate
         while (left := due - time.monotonic()) > 0:
             publisher.wait(min(left, 0.05))
+        if stop is not None and stop.is_set():
+            break
         publisher.send(rec)
         sent(i, time.monotonic())
         due_events += feed.events[i]
     publisher.flush()
     elapsed = time.monotonic() - started
-    return feed.total_events / elapsed if elapsed > 0 else 0.0
+    return due_events / elapsed if elapsed > 0 else 0.0
 

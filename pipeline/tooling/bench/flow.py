@@ -62,7 +62,8 @@ from pipeline.tooling.bench.window import (
 )
 from pipeline.tooling.demo import wait_ready
 
-__all__ = ["E2EResult", "LatencyResult", "all_visible", "index_writes", "run_e2e", "run_latency"]
+__all__ = ["E2EResult", "LatencyResult", "Probe", "all_visible", "index_writes", "quantile",
+           "run_e2e", "run_latency", "sampled"]
 
 PROBE_S = 0.1
 _FIRST_OUTPUT_POLL_S = 0.05
@@ -281,7 +282,7 @@ class LatencyResult:
     cpu_share: dict[str, float]
 
 
-class _Probe:
+class Probe:
     """Watches the sampled jobs' documents; see the module docstring."""
 
     def __init__(self, es: Elasticsearch, alias: str) -> None:
@@ -289,6 +290,8 @@ class _Probe:
         self.alias = alias
         self.pending: dict[str, deque[tuple[int, float]]] = {}
         self.latencies: list[float] = []
+        #: (publish time, latency) of each record seen arrive, to cut a window out
+        self.samples: list[tuple[float, float]] = []
         self.error = ""
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -302,7 +305,7 @@ class _Probe:
         with self._lock:
             return sum(len(q) for q in self.pending.values())
 
-    def start(self) -> _Probe:
+    def start(self) -> Probe:
         self._thread.start()
         return self
 
@@ -335,10 +338,12 @@ class _Probe:
                 queue = self.pending.get(hit["_id"])
                 revision = int(hit["_source"].get("revision", 0))
                 while queue and queue[0][0] <= revision:
-                    self.latencies.append(now - queue.popleft()[1])
+                    published = queue.popleft()[1]
+                    self.latencies.append(now - published)
+                    self.samples.append((published, now - published))
 
 
-def _quantile(values: list[float], q: float) -> float | None:
+def quantile(values: list[float], q: float) -> float | None:
     if not values:
         return None
     if len(values) == 1:
@@ -353,7 +358,7 @@ def sampled(key: str, every: int) -> bool:
 def run_latency(cfg: Config, es: Elasticsearch, feed: Feed, logs: Path, *, rate: float,
                 sample_every: int, timeout: float, console: Console) -> LatencyResult:
     ensure_topics(cfg)
-    probe = _Probe(es, jobs_alias(cfg))
+    probe = Probe(es, jobs_alias(cfg))
     with flow(cfg, logs) as f:
         with console.status("latency: waiting for the worker and the sink to join"):
             wait_ready(cfg, f.children, f.groups)
@@ -389,6 +394,6 @@ def run_latency(cfg: Config, es: Elasticsearch, feed: Feed, logs: Path, *, rate:
     return LatencyResult(
         rate_target=rate, rate_achieved=achieved, events=feed.total_events, jobs=feed.jobs,
         sampled_jobs=len(chosen), samples=len(lat), unobserved=probe.outstanding(),
-        p50_s=_quantile(lat, 0.5), p99_s=_quantile(lat, 0.99), max_s=lat[-1] if lat else None,
+        p50_s=quantile(lat, 0.5), p99_s=quantile(lat, 0.99), max_s=lat[-1] if lat else None,
         writes=index_writes(es, cfg.elasticsearch.index_prefix), rss_peak_mib=peak,
         cpu_share=share)

@@ -52,13 +52,16 @@ FIGURES: tuple[str, ...] = (
     "e2e_vs_baseline",
 )
 
-#: The figures of the phases run only when named (node-usage, node-edge), after those.
+#: The figures of the phases run only when named (node-usage, node-edge, burst), after
+#: those.
 OPTIONAL_FIGURES: tuple[str, ...] = (
     "usage_p99_s",
     "usage_sustained_samples_per_s",
     "worker_cpu_ms_per_sample",
     "node_edge_cpu_ms_per_interval",
     "node_edge_rss_mib",
+    "burst_all_searchable_s",
+    "burst_live_p99_s",
 )
 
 
