@@ -2,7 +2,8 @@
 replaced gave: :class:`agents.active_jobs.ActiveJobs` the same summaries, in the same
 order, so the same snapshots and the same expiry, as a dict of summaries by key per
 partition (the design before 2026-12-04); :class:`agents.digests.DigestIndex` the same
-answers as a dict of digest -> record number."""
+answers as a dict of digest -> record number; :class:`agents.canonical.RecentIds` (a ring)
+what its docstring says."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.active_jobs import ActiveJobs
+from agents.canonical import RecentIds
 from agents.digests import DigestIndex
 from pipeline.core.snapshots import JobSummary, build_snapshots
 
@@ -133,3 +135,14 @@ def test_digest_index_answers_as_a_dict(ops: list[tuple[bool, int]]) -> None:
         digest = hashlib.blake2b(str(n).encode(), digest_size=16).digest()
         assert index.find(digest) == model.get(digest, -1)
     assert sorted(index.numbers()) == sorted(model.values())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 6), st.lists(st.integers(0, 9), max_size=200))
+def test_recent_ids_remember_an_id_for_the_next_capacity_ids(capacity: int,
+                                                             ids: list[int]) -> None:
+    """An id is seen iff it was among the last ``capacity`` ids seen before it."""
+    recent = RecentIds(capacity)
+    for n, id_ in enumerate(ids):
+        assert recent.seen(str(id_).encode()) == (id_ in ids[max(0, n - capacity):n])
+        assert len(recent) == len(set(ids[max(0, n + 1 - capacity):n + 1]))
