@@ -26,9 +26,13 @@ __all__ = ["ActiveJobs"]
 
 #: a job's record: its key's digest; the number of its (cluster, queue, state, reason);
 #: nodes, cores, gpus; t_submit_ms (-1: none); timelimit_s (NaN: none)
-_RECORD = struct.Struct(f"<{DIGEST_SIZE}sIqqqqd")
+_RECORD = struct.Struct(f"<{DIGEST_SIZE}sIIIIqd")
 #: the number of a removed job's record (never a kind's: kinds are a few hundred)
 _REMOVED = 0xFFFFFFFF
+#: in a record's number of kind: its counts do not fit 32 bits (no real job's), they are
+#: in its partition's ``wide``
+_WIDE = 0x80000000
+_U32 = 1 << 32
 #: records unpacked at a time by a snapshot (a copy of this many, not of a partition's)
 _CHUNK = 4096
 
@@ -50,6 +54,7 @@ class _Partition:
         self.records = bytearray()
         self.index = DigestIndex(self._digest_of)
         self.removed = 0
+        self.wide: dict[bytes, tuple[int, int, int]] = {}  # digest -> nodes, cores, gpus
 
     def __len__(self) -> int:
         return len(self.index)
@@ -62,6 +67,13 @@ class _Partition:
         return self.index.find(digest)
 
     def put(self, digest: bytes, fields: tuple[Any, ...]) -> None:
+        kind, nodes, cores, gpus, submit, limit = fields
+        if 0 <= nodes < _U32 and 0 <= cores < _U32 and 0 <= gpus < _U32:
+            if self.wide:
+                self.wide.pop(digest, None)
+        else:
+            self.wide[digest] = (nodes, cores, gpus)
+            fields = (kind | _WIDE, 0, 0, 0, submit, limit)
         number = self.index.find(digest)
         if number >= 0:
             _RECORD.pack_into(self.records, number * _RECORD.size, digest, *fields)
@@ -74,6 +86,7 @@ class _Partition:
         number = self.index.remove(digest)
         if number < 0:
             return
+        self.wide.pop(digest, None)
         # the kind field, after the digest
         struct.pack_into("<I", self.records, number * _RECORD.size + DIGEST_SIZE, _REMOVED)
         self.removed += 1
@@ -93,10 +106,15 @@ class _Partition:
 
     def fields(self) -> Iterator[tuple[Any, ...]]:
         """Every live record's fields but the digest, in order."""
-        records, step = self.records, _CHUNK * _RECORD.size
+        records, step, wide = self.records, _CHUNK * _RECORD.size, self.wide
         for start in range(0, len(records), step):
             for record in _RECORD.iter_unpack(bytes(records[start:start + step])):
-                if record[1] != _REMOVED:
+                kind = record[1]
+                if kind == _REMOVED:
+                    continue
+                if kind & _WIDE:
+                    yield (kind & ~_WIDE, *wide[record[0]], *record[5:])
+                else:
                     yield record[1:]
 
     @property
@@ -109,13 +127,14 @@ class ActiveJobs:
     key -> summary, and the time each done job was first seen done.
 
     Rebuilt from the table whenever partitions move; updated as states change. A worker
-    may track a million pending jobs, so a job costs here one fixed record of 60 bytes in
+    may track a million pending jobs, so a job costs here one fixed record of 48 bytes in
     its partition's ``bytearray`` (its key's 16-byte digest; its cluster, queue, state and
     reason as the number of that combination, numbered once for all jobs; its counts and
-    times) and 4 to 8 bytes of index (:mod:`agents.digests`): ~70 bytes, against ~140 for
+    times) and 4 to 8 bytes of index (:mod:`agents.digests`): ~55 bytes, against ~140 for
     a dict of packed summaries by key and ~290 for a :class:`JobSummary` of its own
-    (docs/benchmarks-history.md; benchmarks/2026-12-04/memory_breakdown.py). The done
-    jobs are also kept by their keys, which their expiry sends.
+    (docs/benchmarks-history.md; benchmarks/2026-12-04/memory_breakdown.py). Counts of
+    2**32 and more, or negative (no real job's), are kept aside by digest. The done jobs
+    are also kept by their keys, which their expiry sends.
     """
 
     def __init__(self) -> None:
