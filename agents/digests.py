@@ -78,7 +78,10 @@ class DigestIndex:
             self._used += 1
         self._slots[i] = number + 1
         if 2 * self._used > len(self._slots):
-            self.rebuild(self.numbers(), self._used)
+            # from the old table itself: a list of a million numbers would be ~40 MiB of
+            # int objects at once, whose pages malloc keeps after
+            old = self._slots
+            self.rebuild((ref - 1 for ref in old if ref), self._used)
 
     def move(self, digest: bytes, number: int) -> None:
         """``digest`` (present) is now record ``number``'s."""
