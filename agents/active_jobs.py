@@ -9,12 +9,14 @@ whole states. The view is rebuilt from the table when this worker's partitions m
 
 from __future__ import annotations
 
+import hashlib
 import math
 import struct
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from agents.digests import DIGEST_SIZE, DigestIndex
 from agents.routing import job_partition
 from agents.states import decode_state
 from pipeline.core.snapshots import JobSummary, summarize
@@ -22,38 +24,140 @@ from pipeline.fold import JobFold
 
 __all__ = ["ActiveJobs"]
 
+#: a job's record: its key's digest; the number of its (cluster, queue, state, reason);
+#: nodes, cores, gpus; t_submit_ms (-1: none); timelimit_s (NaN: none)
+_RECORD = struct.Struct(f"<{DIGEST_SIZE}sIIIIqd")
+#: the number of a removed job's record (never a kind's: kinds are a few hundred)
+_REMOVED = 0xFFFFFFFF
+#: in a record's number of kind: its counts do not fit 32 bits (no real job's), they are
+#: in its partition's ``wide``
+_WIDE = 0x80000000
 _U32 = 1 << 32
+#: records unpacked at a time by a snapshot (a copy of this many, not of a partition's)
+_CHUNK = 4096
+
+
+def _digest(key: bytes) -> bytes:
+    return hashlib.blake2b(key, digest_size=DIGEST_SIZE).digest()
+
+
+class _Partition:
+    """One partition's jobs: records in the order their jobs came, and their index.
+
+    A removed job's record stays, marked, until the removed ones outnumber the others
+    (and are more than a chunk): then the records are copied without them, in the same
+    order, and indexed again. The order is the one a dict kept, so a snapshot adds the
+    jobs' floats up in the same order as before.
+    """
+
+    def __init__(self) -> None:
+        self.records = bytearray()
+        self.index = DigestIndex(self._digest_of)
+        self.removed = 0
+        self.wide: dict[bytes, tuple[int, int, int]] = {}  # digest -> nodes, cores, gpus
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def _digest_of(self, number: int) -> bytes:
+        offset = number * _RECORD.size
+        return bytes(self.records[offset:offset + DIGEST_SIZE])
+
+    def find(self, digest: bytes) -> int:
+        return self.index.find(digest)
+
+    def put(self, digest: bytes, fields: tuple[Any, ...]) -> None:
+        kind, nodes, cores, gpus, submit, limit = fields
+        if 0 <= nodes < _U32 and 0 <= cores < _U32 and 0 <= gpus < _U32:
+            if self.wide:
+                self.wide.pop(digest, None)
+        else:
+            self.wide[digest] = (nodes, cores, gpus)
+            fields = (kind | _WIDE, 0, 0, 0, submit, limit)
+        number = self.index.find(digest)
+        if number >= 0:
+            _RECORD.pack_into(self.records, number * _RECORD.size, digest, *fields)
+            return
+        number = len(self.records) // _RECORD.size
+        self.records += _RECORD.pack(digest, *fields)
+        self.index.add(digest, number)
+
+    def remove(self, digest: bytes) -> None:
+        number = self.index.remove(digest)
+        if number < 0:
+            return
+        self.wide.pop(digest, None)
+        # the kind field, after the digest
+        struct.pack_into("<I", self.records, number * _RECORD.size + DIGEST_SIZE, _REMOVED)
+        self.removed += 1
+        if self.removed > max(_CHUNK, len(self.index)):
+            self._compact()
+
+    def _compact(self) -> None:
+        size = _RECORD.size
+        kept = bytearray()
+        for number in range(len(self.records) // size):
+            record = self.records[number * size:(number + 1) * size]
+            if _RECORD.unpack(record)[1] != _REMOVED:
+                kept += record
+        self.records, self.removed = kept, 0
+        live = len(kept) // size
+        self.index.rebuild(range(live), live)
+
+    def fields(self) -> Iterator[tuple[Any, ...]]:
+        """Every live record's fields but the digest, in order."""
+        records, step, wide = self.records, _CHUNK * _RECORD.size, self.wide
+        for start in range(0, len(records), step):
+            for record in _RECORD.iter_unpack(bytes(records[start:start + step])):
+                kind = record[1]
+                if kind == _REMOVED:
+                    continue
+                if kind & _WIDE:
+                    yield (kind & ~_WIDE, *wide[record[0]], *record[5:])
+                else:
+                    yield record[1:]
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.records) + self.index.nbytes
 
 
 class ActiveJobs:
     """In-memory view of this worker's jobs for snapshots and expiry: per partition, job
-    key -> packed summary, and the time each done job was first seen done.
+    key -> summary, and the time each done job was first seen done.
 
     Rebuilt from the table whenever partitions move; updated as states change. A worker
-    may track a million pending jobs, so a job costs here its key and a packed summary of
-    44 bytes (an 80-byte object), its strings numbered once for all jobs: ~180 bytes,
-    against ~290 for a :class:`JobSummary` of its own (docs/benchmarks-history.md). Counts of 2**32
-    and more (no real job's) take the wide form, 56 bytes (a 96-byte object).
+    may track a million pending jobs, so a job costs here one fixed record of 48 bytes in
+    its partition's ``bytearray`` (its key's 16-byte digest; its cluster, queue, state and
+    reason as the number of that combination, numbered once for all jobs; its counts and
+    times) and 4 to 8 bytes of index (:mod:`agents.digests`): ~55 bytes, against ~140 for
+    a dict of packed summaries by key and ~290 for a :class:`JobSummary` of its own
+    (docs/benchmarks-history.md; benchmarks/2026-12-04/memory_breakdown.py). Counts of
+    2**32 and more, or negative (no real job's), are kept aside by digest. The done jobs
+    are also kept by their keys, which their expiry sends.
     """
 
-    #: cluster, queue, state, reason (numbers of their strings); nodes, cores, gpus;
-    #: t_submit_ms (-1: none), timelimit_s (NaN: none)
-    _PACKED = struct.Struct("<IIIIIIIqd")
-    _WIDE = struct.Struct("<IIIIqqqqd")
-
     def __init__(self) -> None:
-        self.by_partition: dict[int, dict[bytes, bytes]] = {}
+        self._by_partition: dict[int, _Partition] = {}
         self.done: dict[bytes, tuple[int, float]] = {}  # key -> (partition, done since)
         self.partitions: set[int] = set()
         self.stale = True
-        self._strings: list[str | None] = []
-        self._numbers: dict[str | None, int] = {}
+        self._kinds: list[tuple[str, str, str, str | None]] = []
+        self._numbers: dict[tuple[str, str, str, str | None], int] = {}
 
     def __len__(self) -> int:
-        return sum(map(len, self.by_partition.values()))
+        return sum(map(len, self._by_partition.values()))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the records and indexes (not of the done jobs' keys)."""
+        return sum(p.nbytes for p in self._by_partition.values())
 
     def update(self, key: bytes, partition: int, summary: JobSummary, now: float) -> None:
-        self.by_partition.setdefault(partition, {})[key] = self._pack(summary)
+        jobs = self._by_partition.get(partition)
+        if jobs is None:
+            jobs = self._by_partition[partition] = _Partition()
+        jobs.put(_digest(key), self._fields(summary))
         if summary.state == "done":
             self.done.setdefault(key, (partition, now))
         else:
@@ -62,28 +166,31 @@ class ActiveJobs:
     def forget(self, key: bytes) -> None:
         """A job expired: it leaves the view."""
         self.done.pop(key, None)
-        for jobs in self.by_partition.values():
-            jobs.pop(key, None)
+        digest = _digest(key)
+        for jobs in self._by_partition.values():
+            jobs.remove(digest)
 
     def keep(self, partitions: set[int]) -> None:
         """Forget the jobs of every other partition."""
-        self.by_partition = {p: jobs for p, jobs in self.by_partition.items()
-                             if p in partitions}
+        self._by_partition = {p: jobs for p, jobs in self._by_partition.items()
+                              if p in partitions}
         self.done = {k: v for k, v in self.done.items() if v[0] in partitions}
 
     def tracks(self, key: bytes, partition: int) -> bool:
-        return key in self.by_partition.get(partition, ())
+        jobs = self._by_partition.get(partition)
+        return jobs is not None and jobs.find(_digest(key)) >= 0
 
     def summaries(self, partitions: set[int]) -> Iterator[JobSummary]:
-        strings, unpack, unpack_wide = self._strings, self._PACKED.unpack, self._WIDE.unpack
-        size = self._PACKED.size
+        kinds, nan = self._kinds, math.isnan
         for p in partitions:
-            for packed in self.by_partition.get(p, {}).values():
-                c, q, s, r, nodes, cores, gpus, submit, limit = (
-                    unpack(packed) if len(packed) == size else unpack_wide(packed))
-                yield JobSummary(strings[c], strings[q], strings[s], nodes, cores, gpus,  # type: ignore[arg-type]
+            jobs = self._by_partition.get(p)
+            if jobs is None:
+                continue
+            for kind, nodes, cores, gpus, submit, limit in jobs.fields():
+                cluster, queue, state, reason = kinds[kind]
+                yield JobSummary(cluster, queue, state, nodes, cores, gpus,
                                  None if submit < 0 else submit,
-                                 None if math.isnan(limit) else limit, strings[r])
+                                 None if nan(limit) else limit, reason)
 
     def expired(self, now: float, grace_s: float) -> list[bytes]:
         return [k for k, (p, done) in self.done.items()
@@ -113,17 +220,12 @@ class ActiveJobs:
         self.partitions = assigned
         self.stale = False
 
-    def _pack(self, s: JobSummary) -> bytes:
-        number = self._number
-        narrow = 0 <= s.nodes < _U32 and 0 <= s.cores < _U32 and 0 <= s.gpus < _U32
-        return (self._PACKED if narrow else self._WIDE).pack(
-            number(s.cluster), number(s.queue), number(s.state), number(s.reason),
-            s.nodes, s.cores, s.gpus, -1 if s.t_submit_ms is None else s.t_submit_ms,
-            math.nan if s.timelimit_s is None else s.timelimit_s)
-
-    def _number(self, text: str | None) -> int:
-        n = self._numbers.get(text)
-        if n is None:
-            n = self._numbers[text] = len(self._strings)
-            self._strings.append(text)
-        return n
+    def _fields(self, s: JobSummary) -> tuple[Any, ...]:
+        kind = (s.cluster, s.queue, s.state, s.reason)
+        number = self._numbers.get(kind)
+        if number is None:
+            number = self._numbers[kind] = len(self._kinds)
+            self._kinds.append(kind)
+        return (number, s.nodes, s.cores, s.gpus,
+                -1 if s.t_submit_ms is None else s.t_submit_ms,
+                math.nan if s.timelimit_s is None else s.timelimit_s)

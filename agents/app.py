@@ -47,7 +47,13 @@ __all__ = ["STORE_OPTIONS", "Runner", "create_app", "internal_topics"]
 #: Faust's defaults (2 GiB block cache, 3 x 64 MiB memtables) let a worker grow by ~1.5 KiB
 #: per job it tracks, to gigabytes. A job state is ~1 KiB: small buffers do. A table's
 #: store takes them as its ``options`` (an app's ``store_options`` is no Faust setting).
-STORE_OPTIONS = {"block_cache_size": 8 * 1024 * 1024, "write_buffer_size": 8 * 1024 * 1024,
+#: Memtables of 4 MiB and a block cache of 1 MiB: for a million jobs in four partitions
+#: the stores grew the process by 79 MiB with 8 and 8, 44 with 4 and 4, 29 with 4 and 1
+#: and 24 with 2 and 2, which took 2.5 times as long to write
+#: (benchmarks/2026-12-04/memory_breakdown.py). The cache holds data blocks only (the
+#: index and filters are the table readers'), and a state is read from the store only
+#: when the fold cache (agents.states) does not hold it: a job's events come in bursts.
+STORE_OPTIONS = {"block_cache_size": 1 * 1024 * 1024, "write_buffer_size": 4 * 1024 * 1024,
                  "max_write_buffer_number": 2}
 
 

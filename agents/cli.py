@@ -34,9 +34,10 @@ def worker(ctx: click.Context, name: str | None, web_port: int | None, store_dir
     from pipeline.kafka.topics import ensure_topics, resolve_replication
     from pipeline.runtime import metrics
     from pipeline.runtime.invocation import get_config
-    from pipeline.runtime.malloc import map_large_blocks
+    from pipeline.runtime.malloc import map_large_blocks, two_arenas
 
     map_large_blocks()
+    two_arenas()
     cfg = get_config(ctx)
     overrides: dict[str, object] = {}
     if web_port is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["map_large_blocks", "one_arena"]
+__all__ = ["map_large_blocks", "one_arena", "two_arenas"]
 
 #: glibc's ``mallopt`` parameters
 _M_MMAP_THRESHOLD = -3
@@ -42,6 +42,19 @@ def one_arena() -> None:
     an edge has a fixed 50 MB. These threads allocate little and seldom at the same time,
     so one arena does not slow them."""
     _mallopt(_M_ARENA_MAX, 1, "MALLOC_ARENA_MAX")
+
+
+def two_arenas() -> None:
+    """Two malloc arenas for the whole process (the worker's); called before it starts a
+    thread.
+
+    The worker's threads besides the main one (librdkafka's, RocksDB's flushes and
+    compactions of each partition's store) would get up to 8 arenas per core, each
+    keeping the pages of what its threads freed; RocksDB's threads free memtables and
+    compaction buffers of megabytes all the time. One arena for the main thread (Python)
+    and one shared by the others bound that, without the main thread waiting on a
+    compaction's lock."""
+    _mallopt(_M_ARENA_MAX, 2, "MALLOC_ARENA_MAX")
 
 
 def map_large_blocks() -> None:

@@ -22,4 +22,4 @@ def test_the_jobs_table_store_has_small_buffers(tmp_path: Path) -> None:
                            worker={"store_dir": str(tmp_path / "store"), "app_id": "buffers"})
     options = create_app(cfg).jobs.data.rocksdb_options
     assert (options.block_cache_size, options.write_buffer_size,
-            options.max_write_buffer_number) == (8 * 2**20, 8 * 2**20, 2)
+            options.max_write_buffer_number) == (1 * 2**20, 4 * 2**20, 2)
