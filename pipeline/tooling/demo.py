@@ -439,7 +439,8 @@ def write_preview(es: Elasticsearch, cfg: Config, workload: Workload,
                   records: Sequence[GeneratedRecord], out: Path, console: Console) -> None:
     """The dashboards' preview of what the demo indexed: from a minute before its first
     record to now, or to a minute after its last where the workload's clock ran ahead
-    (``--speed``) or was set in the past (``--start``); the job page on a completed job."""
+    (``--speed``) or was set in the past (``--start``); the job page on a completed job,
+    the node page on a node drained or down at the end."""
     # matplotlib takes a while to import: only the demo's end pays for it
     from pipeline.dashboards import health, job, node, overview
     from pipeline.dashboards.check import Checker
@@ -453,6 +454,12 @@ def write_preview(es: Elasticsearch, cfg: Config, workload: Workload,
     finished = next((t for t in workload.truth.values() if t.get("result") == "completed"),
                     None)
     variables = {"job_id": str(finished["job_id"])} if finished else {}
+    # the node page on a node that took no work at the end (its drain beside its jobs),
+    # of any cluster: a variable set here is set on every page, the overview's too
+    bad = next((n for n in workload.node_truth.values()
+                if n.get("state") in ("drained", "draining", "down")), None)
+    if bad is not None:
+        variables["node"] = str(bad["node"])
     checker = Checker(es, prefix=cfg.elasticsearch.index_prefix, now_ms=end_ms,
                       variables=variables)
     with console.status("drawing the dashboards' preview"):

@@ -60,6 +60,8 @@ def test_the_index_holds_one_document_per_generated_job_as_generated(
     pages = sorted(p.parent.name for p in preview.glob("*/index.html"))
     assert pages == sorted(b["uid"] for b in render.dashboards() + render.metrics_dashboards())
     assert (preview / "jobstream-overview" / "dashboard.png").stat().st_size > 10_000
+    # the node page on a node drained or down at the end: its document, timeline, jobs
+    assert re.search(r"node details: [1-9]\d* drawn", output), output[-3000:]
     # a real Prometheus (the stack's, when built: ./run builds it) scraped the worker and
     # the sink while the demo ran (issue 36)
     if PrometheusService(cfg, []).installed():
