@@ -223,11 +223,8 @@ def run_burst(cfg: Config, es: Elasticsearch, live: Feed, burst: Feed, logs: Pat
             time.sleep(max(0.0, end + TAIL_S - time.monotonic()))
             stop.set()
             thread.join(timeout=30)
-            deadline = time.monotonic() + timeout
             with console.status("burst: waiting for the last sampled live documents"):
-                while probe.outstanding() and time.monotonic() < deadline:
-                    f.check()
-                    time.sleep(PROBE_S)
+                probe.wait_all(f.check, timeout)
         finally:
             stop.set()
             probe.stop()

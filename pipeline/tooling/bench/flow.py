@@ -34,7 +34,7 @@ import threading
 import time
 import zlib
 from collections import defaultdict, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -305,6 +305,14 @@ class Probe:
         with self._lock:
             return sum(len(q) for q in self.pending.values())
 
+    def wait_all(self, check: Callable[[], None], timeout: float) -> None:
+        """Until every expected revision was seen, at most ``timeout`` s; ``check`` (the
+        flow's: a child that died raises) between looks."""
+        deadline = time.monotonic() + timeout
+        while self.outstanding() and time.monotonic() < deadline:
+            check()
+            time.sleep(PROBE_S)
+
     def start(self) -> Probe:
         self._thread.start()
         return self
@@ -379,11 +387,8 @@ def run_latency(cfg: Config, es: Elasticsearch, feed: Feed, logs: Path, *, rate:
                 f.rss.sample()
                 share = {k: round((v - cpu0.get(k, 0.0)) / (time.monotonic() - t0), 3)
                          for k, v in f.rss.cpu_s.items()}
-            deadline = time.monotonic() + timeout
             with console.status("latency: waiting for the last sampled documents"):
-                while probe.outstanding() and time.monotonic() < deadline:
-                    f.check()
-                    time.sleep(PROBE_S)
+                probe.wait_all(f.check, timeout)
         finally:
             probe.stop()
         peak = {k: mib(v) for k, v in f.rss.peak.items()}
