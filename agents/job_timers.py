@@ -29,9 +29,11 @@ class JobTimers:
     the canonical topic, whose partitions are the table's."""
 
     def __init__(self, context: WorkerContext, active: ActiveJobs, canonical: str,
-                 nodes: ActiveNodes | None = None) -> None:
+                 nodes: ActiveNodes) -> None:
+        # ``nodes`` is the stage's view, which it updates as it writes nodes: one of its
+        # own would be rebuilt once and never see a change after
         self.context, self.active, self.canonical = context, active, canonical
-        self.nodes = nodes if nodes is not None else ActiveNodes()
+        self.nodes = nodes
         self._sent_snapshots = WORKER_RECORDS_PUBLISHED.labels(context.cfg.topics.snapshots)
 
     def queue_snapshots(self) -> None:
