@@ -35,7 +35,7 @@ from sink_feed import (
 )
 
 from pipeline.replay.readback import NOT_YET, refresh
-from pipeline.runtime.children import free_port
+from pipeline.runtime.children import config_env, free_port
 from pipeline.runtime.config import Config
 from pipeline.sink.names import Family, alias_name
 from pipeline.sink.runner import SinkRunner
@@ -66,17 +66,9 @@ def check_final(feed: Feed, es: Elasticsearch, cfg: Config, jobs: range) -> None
 
 
 def sink_env(cfg: Config) -> dict[str, str]:
-    t = cfg.topics
-    return {**os.environ, "JOBSTREAM_CONFIG": "/dev/null",
-            "JOBSTREAM_KAFKA__BOOTSTRAP": cfg.kafka.bootstrap,
-            "JOBSTREAM_KAFKA__PROPERTIES_FILE": cfg.kafka.properties_file,
-            "JOBSTREAM_ELASTICSEARCH__URL": cfg.elasticsearch.url,
-            "JOBSTREAM_ELASTICSEARCH__INDEX_PREFIX": cfg.elasticsearch.index_prefix,
-            "JOBSTREAM_TOPICS__STATE": t.state, "JOBSTREAM_TOPICS__EVENTS": t.events,
-            "JOBSTREAM_TOPICS__SNAPSHOTS": t.snapshots, "JOBSTREAM_TOPICS__DLQ": t.dlq,
-            "JOBSTREAM_WORKER__APP_ID": cfg.worker.app_id,
-            "JOBSTREAM_SINK__MAX_BATCH": str(cfg.sink.max_batch),
-            "JOBSTREAM_SINK__FLUSH_INTERVAL_S": str(cfg.sink.flush_interval_s)}
+    """The environment of a ``jobstream sink`` child with exactly ``cfg`` (all its topics,
+    the node topics too, and its sink settings)."""
+    return {**os.environ, **config_env(cfg), "JOBSTREAM_CONFIG": "/dev/null"}
 
 
 def jobstream() -> list[str]:
