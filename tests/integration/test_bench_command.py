@@ -27,7 +27,7 @@ def test_bench_reports_every_figure_and_the_flow_equals_the_offline_fold(
         [sys.executable, "-c", "from pipeline.cli import main; main(prog_name='jobstream')",
          "bench", "--jobs", "150", "--rate", "400", "--latency-seconds", "3",
          "--sample-every", "5", "--baseline-seconds", "2", "--tracked-jobs", "300",
-         "--json", str(out), "--logs", str(tmp_path / "logs")],
+         "--memory-feed-s", "5", "--json", str(out), "--logs", str(tmp_path / "logs")],
         env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     body = json.loads(out.read_text())
@@ -57,6 +57,9 @@ def test_bench_reports_every_figure_and_the_flow_equals_the_offline_fold(
     tracked = body["tracked"]
     assert tracked["flux_jobs"] + tracked["slurm_jobs"] == tracked["records"] == 300
     assert tracked["worker_rss_end_mib"] and tracked["flux_edge_rss_peak_mib"]
+    assert tracked["held_jobs"] >= 300  # counted after the feed: the tracked jobs stay held
+    feed = tracked["feed"]
+    assert feed["records"] > 0 and feed["rss_end_mib"] and feed["growth_mib"] is not None
 
     token = body["run"]
     topics = AdminClient(stack_base_cfg.librdkafka()).list_topics(timeout=15).topics

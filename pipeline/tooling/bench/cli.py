@@ -39,6 +39,10 @@ def _phases(_: click.Context, __: click.Parameter, value: str) -> tuple[str, ...
               help="Longest run of the one-request-per-event baseline.")
 @click.option("--tracked-jobs", type=click.IntRange(0), default=0, show_default=True,
               help="Also measure worker and edge memory at this many tracked jobs.")
+@click.option("--memory-feed-s", type=click.FloatRange(min=0),
+              default=BenchOptions.memory_feed_s, show_default=True,
+              help="Memory phase: then feed new jobs at --rate for this long and measure "
+              "the worker again (flat over time).")
 @click.option("--memos", type=click.IntRange(1), default=BenchOptions.memos, show_default=True,
               help="Memo events of the one job of the memos phase.")
 @click.option("--usage-nodes", type=click.IntRange(1), default=BenchOptions.usage_nodes,
@@ -74,8 +78,8 @@ def _phases(_: click.Context, __: click.Parameter, value: str) -> tuple[str, ...
 @click.option("--keep", is_flag=True, help="Leave the run's topics and indices in place.")
 @click.pass_context
 def bench(ctx: click.Context, jobs: int, rate: float, latency_s: float, sample_every: int,
-          workers: int, baseline_s: float, tracked_jobs: int, memos: int, usage_nodes: int,
-          usage_jobs_per_node: int, usage_intervals: int, edge_jobs: int,
+          workers: int, baseline_s: float, tracked_jobs: int, memory_feed_s: float, memos: int,
+          usage_nodes: int, usage_jobs_per_node: int, usage_intervals: int, edge_jobs: int,
           edge_processes: int, burst_tasks: int, burst_scheduler: str, seed: int,
           time_scale: float, phases: tuple[str, ...], timeout: float, json_path: Path | None,
           logs: Path | None, keep: bool) -> None:
@@ -88,7 +92,8 @@ def bench(ctx: click.Context, jobs: int, rate: float, latency_s: float, sample_e
     """
     opts = BenchOptions(seed=seed, jobs=jobs, time_scale=time_scale, rate=rate,
                         latency_s=latency_s, sample_every=sample_every, workers=workers,
-                        baseline_s=baseline_s, tracked_jobs=tracked_jobs, memos=memos,
+                        baseline_s=baseline_s, tracked_jobs=tracked_jobs,
+                        memory_feed_s=memory_feed_s, memos=memos,
                         usage_nodes=usage_nodes, usage_jobs_per_node=usage_jobs_per_node,
                         usage_intervals=usage_intervals, edge_jobs=edge_jobs,
                         edge_processes=edge_processes, burst_tasks=burst_tasks,
@@ -128,6 +133,12 @@ def bench(ctx: click.Context, jobs: int, rate: float, latency_s: float, sample_e
                       f"{tracked['store_mib']} MiB on disk; Flux edge peak "
                       f"{tracked['flux_edge_rss_peak_mib']} MiB, Slurm edge peak "
                       f"{tracked['slurm_edge_rss_peak_mib']} MiB")
+        fed = tracked.get("feed")
+        if fed:
+            console.print(f"after {fed['seconds']:.0f} s of feed ({fed['jobs']} new jobs at "
+                          f"{fed['rate']:.0f} events/s): worker {fed['rss_end_mib']} MiB "
+                          f"(peak {fed['rss_peak_mib']}), {fed['growth_mib']:+} MiB since "
+                          f"the feed began")
     edge = result.details.get("slurm_edge")
     if edge:
         console.print(f"Slurm edge alone, {edge['jobs']} pending jobs ({edge['squeue_mib']} MiB "

@@ -86,6 +86,8 @@ class BenchOptions:
     baseline_s: float = 15.0
     #: jobs tracked in the memory run (0: no memory run)
     tracked_jobs: int = 0
+    #: the memory run's feed of new jobs after it caught up, seconds (0: none), at ``rate``
+    memory_feed_s: float = 0.0
     #: memo events of the one job of the memos phase
     memos: int = 10_000
     #: the node-usage phase: simulated nodes, jobs on each, rounds of samples
@@ -204,7 +206,8 @@ def run_bench(cfg: Config, opts: BenchOptions, console: Console) -> BenchResult:
         if "memory" in opts.phases and opts.tracked_jobs > 0:
             mem = tracked.run_tracked(names.phase(cfg, "tracked"), opts.tracked_jobs,
                                       opts.seed, logs / "tracked", timeout=opts.timeout,
-                                      console=console)
+                                      console=console, feed_s=opts.memory_feed_s,
+                                      feed_rate=opts.rate, time_scale=opts.time_scale)
             details["tracked"] = asdict(mem)
         if "slurm-edge" in opts.phases and opts.tracked_jobs > 0:
             edge = tracked.run_slurm_edge(names.phase(cfg, "slurmedge"), opts.tracked_jobs,

@@ -20,6 +20,7 @@ first record of each job only) so that a million jobs never sit in memory at onc
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sys
 import time
@@ -37,12 +38,13 @@ from pipeline.kafka.topics import canonical_topic, ensure_topics, jobs_changelog
 from pipeline.runtime.children import Child, log_tail
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ServiceError
-from pipeline.tooling.bench.feed import workload_spec
-from pipeline.tooling.bench.rss import RssSampler, flow, mib
+from pipeline.tooling.bench.feed import EVENTS_PER_JOB, workload_spec
+from pipeline.tooling.bench.rss import Flow, RssSampler, flow, mib
+from pipeline.tooling.demo import RawPublisher, publish_paced
 from pipeline.tooling.workload import GeneratedRecord, Workload
 
-__all__ = ["SlurmEdgeResult", "TrackedResult", "pending_jobs", "require_held", "run_slurm_edge",
-           "run_tracked"]
+__all__ = ["FeedMemory", "SlurmEdgeResult", "TrackedResult", "pending_jobs", "require_held",
+           "run_slurm_edge", "run_tracked"]
 
 CHUNK = 10_000
 _POLL_S = 0.5
@@ -50,6 +52,30 @@ _POLL_S = 0.5
 _STALL_S = 120.0
 #: the oldest submit time of the tracked jobs (the workload's ids start on 2026-01-01)
 _SPAN_MAX_S = 90 * 86400
+#: with a feed: how long a finished job stays in the worker's table (module docstring)
+FEED_DONE_GRACE_S = 120.0
+#: with a feed: the worker's RSS is read this often
+_FEED_SERIES_S = 60.0
+#: the feed's seed, apart from the tracked jobs' chunks (seed + chunk number)
+_FEED_SEED = 1_000_003
+
+
+@dataclass
+class FeedMemory:
+    """The worker's memory while new jobs came and went beside the tracked ones."""
+
+    seconds: float
+    #: canonical events/s asked, and the feed's jobs and raw records
+    rate: float
+    jobs: int
+    records: int
+    #: worker RSS (MiB) when the feed started, then every minute of it
+    rss_series_mib: list[float | None]
+    #: once the worker caught up with the feed
+    rss_end_mib: float | None
+    rss_peak_mib: float | None
+    #: the end against the feed's start
+    growth_mib: float | None
 
 
 @dataclass
@@ -69,6 +95,8 @@ class TrackedResult:
     #: squeue document the Slurm edge polled
     squeue_mib: float
     seconds: float
+    #: with a feed after catching up (module docstring)
+    feed: FeedMemory | None = None
 
 
 def pending_jobs(jobs: int, seed: int) -> Iterator[GeneratedRecord]:
@@ -216,7 +244,10 @@ def _store_bytes(path: Path) -> int:
 
 
 def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float,
-                console: Console) -> TrackedResult:
+                console: Console, feed_s: float = 0.0, feed_rate: float = 1000.0,
+                time_scale: float = 0.05) -> TrackedResult:
+    if feed_s > 0:
+        cfg = cfg.replace(worker={"done_grace_s": FEED_DONE_GRACE_S})
     sources = Path(cfg.edge.spool_dir).parent / "sources"
     with console.status(f"memory: writing {jobs} pending jobs for the edges"):
         flux_jobs, slurm_jobs, squeue_bytes = _write_sources(sources, jobs, seed)
@@ -274,6 +305,10 @@ def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float
             f.rss.sample()
             seconds = time.monotonic() - started
             worker_peak, worker_end = f.rss.peak.get("worker-0"), f.rss.last.get("worker-0")
+            fed = None
+            if feed_s > 0:
+                fed = _feed(cfg, f, positions, raw + canonical, seed, feed_s, feed_rate,
+                            time_scale, timeout=timeout, console=console)
         finally:
             for edge in edges:
                 edge.stop()
@@ -290,7 +325,64 @@ def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float
         flux_edge_rss_peak_mib=mib(edge_rss.peak.get("flux")),
         slurm_edge_rss_peak_mib=mib(edge_rss.peak.get("slurm")),
         slurm_edge_rss_end_mib=mib(edge_rss.last.get("slurm")),
-        squeue_mib=round(squeue_bytes / 2**20, 1), seconds=seconds)
+        squeue_mib=round(squeue_bytes / 2**20, 1), seconds=seconds, feed=fed)
+
+
+def _feed(cfg: Config, f: Flow, positions: Positions, topics: list[str], seed: int,
+          seconds: float, rate: float, time_scale: float, *, timeout: float,
+          console: Console) -> FeedMemory:
+    """New jobs at ``rate`` events/s for ``seconds`` into the running flow, the worker's
+    RSS read every minute and once it caught up (module docstring)."""
+    jobs = max(1, math.ceil(seconds * rate / EVENTS_PER_JOB))
+    with console.status(f"memory: generating a feed of {jobs} jobs"):
+        workload = Workload(workload_spec(seed + _FEED_SEED, jobs, rate, time_scale))
+        records = [rec for rec in workload.records()
+                   if rec.time <= workload.spec.start + seconds]
+    del workload
+
+    worker = f.workers[0]
+    assert worker.pid is not None
+    watch = RssSampler(1.0)  # the feed's own peak, apart from the catch-up's
+    watch.watch("worker", worker.pid)
+
+    def rss() -> float | None:
+        watch.sample()
+        return mib(watch.last.get("worker"))
+
+    series = [rss()]
+    started = time.monotonic()
+    next_read = started + _FEED_SERIES_S
+
+    def tick() -> None:
+        nonlocal next_read
+        f.check()
+        if time.monotonic() >= next_read:
+            series.append(rss())
+            next_read += _FEED_SERIES_S
+
+    publisher = RawPublisher(cfg)
+    watch.start()
+    try:
+        with console.status(f"memory: feeding {len(records)} records for {seconds:.0f} s "
+                            "beside the tracked jobs"):
+            publish_paced(records, publisher, 1.0, tick)
+            publisher.flush()
+            deadline = time.monotonic() + timeout
+            while not _caught_up(positions, cfg.worker.app_id, topics):
+                f.check()
+                if time.monotonic() > deadline:
+                    raise ServiceError(f"the worker did not catch up with the feed within "
+                                       f"{timeout:.0f} s")
+                time.sleep(_POLL_S)
+        end = rss()
+    finally:
+        watch.stop()
+    start_mib = series[0]
+    return FeedMemory(
+        seconds=round(time.monotonic() - started, 1), rate=rate, jobs=jobs,
+        records=len(records), rss_series_mib=series, rss_end_mib=end,
+        rss_peak_mib=mib(watch.peak.get("worker")),
+        growth_mib=None if end is None or start_mib is None else round(end - start_mib, 1))
 
 
 def require_held(changes: Iterable[tuple[bytes | None, bytes | None]], jobs: int,
