@@ -142,7 +142,7 @@ def main() -> None:
         reap(pids)
     for tree, done in runs.items():
         print(json.dumps({"tree": tree, "runs": len(done), **{
-            f"median_{k}": statistics.median(d[k] for d in done)
+            f"median_{k}": round(statistics.median(d[k] for d in done), 2)
             for k in ("vmhwm_mib", "vmrss_mib", "anon_mib", "file_mib", "threads",
                       "cpu_ms_per_interval")}}))
 

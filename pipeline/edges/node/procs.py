@@ -26,7 +26,9 @@ intervals and is read again with ``pread`` (:class:`_StatFiles`), which spares t
 a path walk and the reader an open and a close per process and interval; a kept file of a
 process that ended reads ESRCH, never another process's figures, even when its pid is
 reused. At most half the soft ``RLIMIT_NOFILE`` are kept open (the systemd unit raises it);
-past that, the others are opened at each read.
+past that, the others are opened at each read. A line equal to the process's at the last
+scan (its ``hash()`` equal: a process that slept since, most of a node's) is not parsed
+again, its figures are the last scan's.
 
 A job's CPU is the CPU of its live processes plus the last CPU seen of those that ended
 while it ran, so that its counter does not go backwards each time a task exits (which
