@@ -34,14 +34,15 @@ from fastavro.schema import parse_schema
 
 from pipeline.codecs.avro_reader import Reader, compile_reader
 from pipeline.codecs.avro_writer import Unsupported, Writer, compile_writer
+from pipeline.codecs.raw import raw_from_avro, raw_to_avro
 from pipeline.codecs.schemas import SchemaVersions, fingerprint, load_schema
+from pipeline.codecs.single_object import ENCODE_ERRORS, SINGLE_OBJECT_MAGIC, check_fields
 from pipeline.core.jsontext import dumps_text
 from pipeline.core.model import (
     EVENT_FIELDS,
     EVENT_OBJECTS,
     EVENT_PAYLOADS,
     JobEvent,
-    RawRecord,
 )
 from pipeline.runtime.config import Config
 from pipeline.runtime.errors import ParseError, ServiceError
@@ -60,7 +61,6 @@ __all__ = [
     "registry_client",
 ]
 
-SINGLE_OBJECT_MAGIC = b"\xc3\x01"
 CONFLUENT_MAGIC = 0
 _SINGLE_HEADER_LEN = 10
 _CONFLUENT_HEADER_LEN = 5
@@ -131,12 +131,7 @@ class AvroCodec:
         """``obj`` (a dict of the schema's fields; absent optional ones take their default)
         -> the framed Avro bytes. Raises ParseError ``invalid-record`` if it does not fit."""
         header = self._header if self._registry is None else self._confluent_header()
-        # fastavro silently drops keys the schema lacks; a field someone forgot to add to
-        # the schema must fail loudly instead of vanishing from the topic.
-        if not obj.keys() <= self._fields:
-            extra = ", ".join(sorted(set(obj) - self._fields))
-            raise ParseError("invalid-record", f"{self.name} has no field(s) {extra}; "
-                                               f"add them to schemas/{self.name}.avsc")
+        check_fields(self.name, self._fields, obj)
         out = bytearray(header)
         try:
             if self._write is not None:
@@ -145,8 +140,7 @@ class AvroCodec:
                 buf = io.BytesIO()
                 schemaless_writer(buf, self._schema, obj)
                 out += buf.getbuffer()
-        except (ValueError, TypeError, OverflowError, AttributeError, KeyError,
-                struct.error) as exc:
+        except ENCODE_ERRORS as exc:
             raise ParseError("invalid-record", f"{self.name}: {exc}") from exc
         return bytes(out)
 
@@ -329,27 +323,3 @@ def event_from_avro(d: Mapping[str, Any]) -> JobEvent:
 #: the fields a JobEvent cannot be without (the others have defaults)
 _EVENT_REQUIRED = frozenset(f.name for f in fields(JobEvent) if f.default is MISSING
                             and f.default_factory is MISSING)
-
-
-def raw_to_avro(rec: RawRecord) -> dict[str, Any]:
-    """A :class:`RawRecord` -> the dict ``AvroCodec("RawRecord").encode`` takes."""
-    return {
-        "cluster": rec.cluster,
-        "scheduler": rec.scheduler,
-        "format": rec.format,
-        "received_at": rec.received_at,
-        "payload": rec.payload,
-        "key": rec.key,
-    }
-
-
-def raw_from_avro(d: Mapping[str, Any]) -> RawRecord:
-    """A decoded ``RawRecord`` dict -> :class:`RawRecord`."""
-    return RawRecord(
-        cluster=d["cluster"],
-        scheduler=d["scheduler"],
-        format=d["format"],
-        received_at=d["received_at"],
-        payload=d["payload"],
-        key=d.get("key"),
-    )

@@ -20,16 +20,15 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from fastavro.schema import fingerprint as _fastavro_fingerprint
-from fastavro.schema import parse_schema, to_parsing_canonical_form
-
 from pipeline import PACKAGE_DIR
 from pipeline.runtime.errors import JobstreamError
 
 __all__ = [
+    "FINGERPRINTS_FILE",
     "SCHEMA_NAMES",
     "SchemaVersions",
     "fingerprint",
+    "fingerprints",
     "load_schema",
     "schema_dir",
 ]
@@ -38,6 +37,10 @@ __all__ = [
 #: the node documents' (pipeline.fold.nodes), NodeEvent the node events' (issue 36).
 SCHEMA_NAMES: tuple[str, ...] = ("RawRecord", "JobEvent", "JobState", "QueueSnapshot",
                                  "NodeState", "NodeEvent")
+
+#: beside the schema files: every current schema's fingerprint (hex), for the writers that
+#: do without fastavro (:mod:`pipeline.codecs.single_object`); :func:`fingerprints` makes it
+FINGERPRINTS_FILE = "fingerprints.json"
 
 _HISTORY_FILE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\.v(?P<version>[1-9][0-9]*)\.avsc$")
 
@@ -50,8 +53,21 @@ def schema_dir() -> Path:
 def fingerprint(parsed: Mapping[str, Any] | str) -> bytes:
     """The CRC-64-AVRO fingerprint of a parsed schema's parsing canonical form, as the 8
     little-endian bytes Avro single-object encoding puts after ``C3 01``."""
+    # imported here, as in _parse: a process that only writes single-object records
+    # (the node daemon) reads the fingerprint from FINGERPRINTS_FILE, without fastavro
+    from fastavro.schema import fingerprint as fastavro_fingerprint
+    from fastavro.schema import to_parsing_canonical_form
+
     # fastavro's hex digest is already the little-endian byte string.
-    return bytes.fromhex(_fastavro_fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"))
+    return bytes.fromhex(fastavro_fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"))
+
+
+def fingerprints(directory: Path | None = None) -> str:
+    """The text of :data:`FINGERPRINTS_FILE`: the fingerprint of the current version of
+    every schema of :data:`SCHEMA_NAMES`, computed by fastavro.
+    ``python -m pipeline.codecs.schemas > schemas/fingerprints.json`` writes it."""
+    return json.dumps({name: fingerprint(load_schema(name, directory).current).hex()
+                       for name in SCHEMA_NAMES}, indent=2) + "\n"
 
 
 @dataclass(frozen=True)
@@ -118,6 +134,8 @@ def _read(path: Path) -> Any:
 
 
 def _parse(raw: Any, path: Path) -> Mapping[str, Any]:
+    from fastavro.schema import parse_schema
+
     try:
         parsed = parse_schema(raw)
     except Exception as exc:  # fastavro raises several types for a bad schema
@@ -125,3 +143,7 @@ def _parse(raw: Any, path: Path) -> Mapping[str, Any]:
     if not isinstance(parsed, dict) or parsed.get("type") != "record":
         raise JobstreamError(f"Avro schema {path} must be a record schema")
     return parsed
+
+
+if __name__ == "__main__":
+    print(fingerprints(), end="")

@@ -6,8 +6,10 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pipeline.codecs.codec import AvroCodec, registry_client
+from pipeline.codecs.raw import raw_to_avro
+from pipeline.codecs.single_object import SingleObjectWriter
 from pipeline.core.model import RawRecord
 from pipeline.edges.drainer import Drainer
 from pipeline.edges.spool import Spool, spool_dir
@@ -18,6 +20,9 @@ from pipeline.runtime.errors import ParseError
 from pipeline.runtime.metrics import EDGE_RECORDS_PUBLISHED, EDGE_RECORDS_RECEIVED, track_spool
 from pipeline.runtime.netguard import ensure_private_dir
 
+if TYPE_CHECKING:
+    from pipeline.codecs.codec import AvroCodec
+
 __all__ = ["EdgeRuntime", "raw_codec", "record_key"]
 
 logger = logging.getLogger(__name__)
@@ -25,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 def raw_codec(cfg: Config) -> AvroCodec:
     """The codec of ``hpc.jobs.raw`` values (registry only if one is configured)."""
+    from pipeline.codecs.codec import AvroCodec, registry_client
+
     if cfg.kafka.schema_registry_url:
         return AvroCodec("RawRecord", registry=registry_client(cfg.kafka.schema_registry_url),
                          subject=f"{cfg.topics.raw}-value")
@@ -63,7 +70,12 @@ class EdgeRuntime:
         ensure_private_dir(path.parent, "spool directory", "edge.spool_dir",
                            ours=not spool_path and not cfg.edge.spool_dir)
         self.spool = Spool(path, topic=cfg.topics.raw, max_bytes=cfg.edge.spool_max_bytes)
-        self.codec = raw_codec(cfg)
+        # Without a registry the records are single-object encoded by a writer that needs
+        # no fastavro (3.5 MiB of an edge's memory, the node daemon's on every compute
+        # node, issue 33); the codec, which also decodes, is made when asked for
+        self._codec: AvroCodec | None = raw_codec(cfg) if cfg.kafka.schema_registry_url else None
+        self._writer: SingleObjectWriter | AvroCodec = self._codec or SingleObjectWriter(
+            "RawRecord")
         self._listeners: list[Callable[[list[int]], None]] = []
         self.drainer = Drainer(self.spool, producer_config(cfg, f"jobstream-edge-{name}"),
                                on_acked=self._acked)
@@ -82,10 +94,16 @@ class EdgeRuntime:
         for listener in self._listeners:
             listener(seqs)
 
+    @property
+    def codec(self) -> AvroCodec:
+        """The codec of the records this edge writes (reads them back, too)."""
+        if self._codec is None:
+            self._codec = raw_codec(self.cfg)
+        return self._codec
+
     def encode(self, record: RawRecord) -> tuple[bytes | None, bytes]:
-        from pipeline.codecs.codec import raw_to_avro
         key = record.key.encode() if record.key is not None else None
-        return key, self.codec.encode(raw_to_avro(record))
+        return key, self._writer.encode(raw_to_avro(record))
 
     def publish(self, record: RawRecord) -> int:
         """Spool one record durably; its sequence number."""

@@ -248,16 +248,18 @@ def test_the_command_refuses_what_makes_no_sense(args: list[str], tmp_path: Path
 
 
 #: What ``jobstream edge node`` must not load (issue 33: 40 MiB resident on every compute
-#: node): the other areas and their libraries, and NVML's bindings where the driver's
-#: library is not there.
+#: node): the other areas and their libraries, fastavro (3.5 MiB with cramjam: without a
+#: registry the records are written by pipeline.codecs.single_object, the codec that
+#: decodes is not made), and NVML's bindings where the driver's library is not there.
 NOT_IN_THE_NODE_DAEMON = ("agents", "pipeline.sink", "pipeline.tooling", "pipeline.fold",
                           "pipeline.dashboards", "pipeline.replay", "pipeline.edges.slurm",
                           "pipeline.edges.flux", "elasticsearch", "faust", "aiokafka",
-                          "rich", "hypothesis")
+                          "rich", "hypothesis", "fastavro", "cramjam", "pipeline.codecs.codec")
 
 
-def test_the_node_daemon_loads_nothing_it_does_not_run() -> None:
-    """What the command imports up to its first sample, in a process of its own."""
+def test_the_node_daemon_loads_nothing_it_does_not_run(tmp_path: Path) -> None:
+    """What the command imports up to its first records spooled and its metrics served,
+    in a process of its own."""
     import subprocess
     import sys
 
@@ -265,17 +267,25 @@ def test_the_node_daemon_loads_nothing_it_does_not_run() -> None:
             "from pipeline.cli import main\n"
             "from pipeline.edges.cli import edge\n"
             "from pipeline.edges.base import EdgeRuntime\n"
-            "from pipeline.edges.node.daemon import NodeEdge, build_sampler\n"
+            "from pipeline.edges.node.daemon import NodeEdge, build_sampler, record_of\n"
             "from pipeline.edges.node.gpus import NVML_LIBRARY, GpuReader\n"
+            "from pipeline.runtime import metrics\n"
+            "from pipeline.runtime.config import load_config\n"
             "GpuReader()\n"
+            "cfg = load_config('', environ={'JOBSTREAM_EDGE__SPOOL_DIR': sys.argv[1]})\n"
+            "runtime = EdgeRuntime(cfg, 'node')\n"
+            "runtime.publish_many([record_of('c1', {'scheduler': 'slurm', 'job_id': '7'})])\n"
+            "server = metrics.serve('127.0.0.1', 0)\n"
+            "server.shutdown()\n"
+            "runtime.spool.close()\n"
             "try:\n"
             "    ctypes.CDLL(NVML_LIBRARY)\n"
             "    driver = True\n"
             "except OSError:\n"
             "    driver = False\n"
             "print(json.dumps([driver, sorted(sys.modules)]))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, check=True)
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "spool")],
+                          capture_output=True, text=True, timeout=120, check=True)
     driver, modules = json.loads(done.stdout.splitlines()[-1])
     unwanted = [m for m in modules
                 if any(m == n or m.startswith(n + ".") for n in NOT_IN_THE_NODE_DAEMON)]

@@ -185,6 +185,27 @@ def test_the_cpu_of_a_task_that_ended_stays_with_its_job(
     assert after.cpu_usage_s >= before.cpu_usage_s  # not a drop the tracker took for a reset
 
 
+def test_a_stat_line_as_the_last_scan_s_is_not_parsed_again_a_changed_one_is(
+        children: Children, tmp_path: Path) -> None:
+    sid, bid = slurm_id(), slurm_id()
+    sleeper = children.start(SLEEP, SLURM_JOB_ID=sid)
+    worker = children.start(busy(60), SLURM_JOB_ID=bid)
+    wait_until_running(sleeper, worker)
+    reader = ProcReader(link_proc(tmp_path / "proc", sleeper.pid, worker.pid))
+    first = reader.sample()
+    assert reader.stats.lines_parsed == 2
+    deadline = time.monotonic() + 10.0
+    while (now := reader.sample()) and \
+            sample_of(now, bid).cpu_usage_s <= sample_of(first, bid).cpu_usage_s:
+        assert time.monotonic() < deadline, "the busy task's CPU not counted in 10 s"
+        time.sleep(0.1)
+    # the busy task's line again when it ran, never the sleeping task's
+    assert 1 <= reader.stats.lines_parsed - 2 <= reader.stats.scans - 1
+    slept, then = sample_of(now, sid), sample_of(first, sid)
+    assert (slept.cpu_usage_s, slept.mem_current_bytes, slept.processes, slept.epoch) == (
+        then.cpu_usage_s, then.mem_current_bytes, then.processes, then.epoch)
+
+
 def test_a_job_id_that_does_not_parse_is_one_error_value(
         children: Children, tmp_path: Path) -> None:
     bad = children.start(SLEEP, SLURM_JOB_ID="12ab")

@@ -16,7 +16,14 @@ from fastavro import schemaless_writer
 from fastavro.schema import parse_schema, to_parsing_canonical_form
 
 from pipeline.codecs.codec import AvroCodec
-from pipeline.codecs.schemas import SCHEMA_NAMES, fingerprint, load_schema, schema_dir
+from pipeline.codecs.schemas import (
+    FINGERPRINTS_FILE,
+    SCHEMA_NAMES,
+    fingerprint,
+    fingerprints,
+    load_schema,
+    schema_dir,
+)
 from pipeline.runtime.errors import JobstreamError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,6 +61,19 @@ def _raw(name: str) -> dict[str, Any]:
 def test_crc64_avro_fingerprint_matches_the_avro_reference_vector() -> None:
     # Avro's own test vector: the fingerprint of "null" is 7195948357588979594.
     assert fingerprint("null") == struct.pack("<q", 7195948357588979594)
+
+
+def test_the_shipped_fingerprints_are_fastavro_s_of_the_current_schemas() -> None:
+    """schemas/fingerprints.json is what the writers without fastavro put in the header
+    (pipeline.codecs.single_object): a schema changed without it would be written under
+    its old fingerprint, and read as the old version."""
+    shipped = (ROOT / "schemas" / FINGERPRINTS_FILE).read_text()
+    assert shipped == fingerprints(), (
+        "schemas/fingerprints.json is stale: python -m pipeline.codecs.schemas > "
+        "schemas/fingerprints.json")
+    assert set(json.loads(shipped)) == set(SCHEMA_NAMES)
+    for name in SCHEMA_NAMES:
+        assert bytes.fromhex(json.loads(shipped)[name]) == load_schema(name).fingerprint
 
 
 def test_the_package_reads_the_repository_schemas() -> None:
@@ -109,7 +129,7 @@ def test_wheel_package_data_covers_every_schema_file() -> None:
         "package-data"]["pipeline"]
     base = ROOT / "pipeline" / "_schemas"
     files = [p.relative_to(ROOT / "pipeline").as_posix()
-             for p in base.rglob("*.avsc")]
+             for p in [*base.rglob("*.avsc"), base / FINGERPRINTS_FILE]]
     assert len(files) >= 2 * len(SCHEMA_NAMES)
     for rel in files:
         assert any(fnmatch.fnmatch(rel, g) and rel.count("/") == g.count("/")

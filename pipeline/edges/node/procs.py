@@ -26,7 +26,9 @@ intervals and is read again with ``pread`` (:class:`_StatFiles`), which spares t
 a path walk and the reader an open and a close per process and interval; a kept file of a
 process that ended reads ESRCH, never another process's figures, even when its pid is
 reused. At most half the soft ``RLIMIT_NOFILE`` are kept open (the systemd unit raises it);
-past that, the others are opened at each read.
+past that, the others are opened at each read. A line equal to the process's at the last
+scan (its ``hash()`` equal: a process that slept since, most of a node's) is not parsed
+again, its figures are the last scan's.
 
 A job's CPU is the CPU of its live processes plus the last CPU seen of those that ended
 while it ran, so that its counter does not go backwards each time a task exits (which
@@ -207,6 +209,8 @@ class ProcStats:
     environ_rereads: int = 0
     environ_denied: int = 0
     vanished: int = 0
+    #: ``stat`` lines parsed; a line as the process's of the last scan is not
+    lines_parsed: int = 0
 
 
 @dataclass(slots=True)
@@ -216,9 +220,12 @@ class _Process:
     job: JobKey | None
     #: its environment will not name a job later: it named one, or cannot be read
     settled: bool
-    #: its CPU at the last scan, in clock ticks
+    #: its CPU at the last scan, in clock ticks, and its resident pages
     utime: int = 0
     stime: int = 0
+    pages: int = 0
+    #: ``hash()`` of its ``stat`` line at the last scan (0: none yet)
+    line: int = 0
 
 
 class ProcReader:
@@ -336,29 +343,40 @@ class ProcReader:
                 except OSError:
                     stats.vanished += 1
                     continue
-            close = text.rfind(b")")  # as parse_stat does, without its Stat
-            fields = text[close + 2:].split(b" ", 22)
-            try:
-                if close < 0:
-                    raise ValueError(text)
-                utime, stime, start = int(fields[11]), int(fields[12]), int(fields[19])
-                pages = int(fields[21])
-            except (ValueError, IndexError):
-                stats.vanished += 1
-                continue
             process = known(pid)
-            if process is None or process.start != start:
-                if process is not None:  # the pid was reused: the old process ended
-                    self._retire(process)
-                process = self._identify(pid, start, text[text.find(b"(") + 1:close],
-                                         readings)
-                stats.new_processes += 1
-            elif not process.settled:
-                comm = text[text.find(b"(") + 1:close]
-                if process.comm != comm:  # it exec'd
-                    process = self._identify(pid, start, comm, readings)
-                    stats.environ_rereads += 1
-            process.utime, process.stime = utime, stime
+            line = hash(text)
+            if process is not None and process.line == line:
+                # The line the last scan parsed (most processes of a node sleep between
+                # two scans): the same start, name, CPU and memory. Two different lines
+                # hash alike once in 2^64 (a 64-bit SipHash with this process's key): an
+                # interval's stale counters, made good by the next change of the line.
+                utime, stime, start, pages = (process.utime, process.stime, process.start,
+                                              process.pages)
+            else:
+                stats.lines_parsed += 1
+                close = text.rfind(b")")  # as parse_stat does, without its Stat
+                fields = text[close + 2:].split(b" ", 22)
+                try:
+                    if close < 0:
+                        raise ValueError(text)
+                    utime, stime, start = int(fields[11]), int(fields[12]), int(fields[19])
+                    pages = int(fields[21])
+                except (ValueError, IndexError):
+                    stats.vanished += 1
+                    continue
+                if process is None or process.start != start:
+                    if process is not None:  # the pid was reused: the old process ended
+                        self._retire(process)
+                    process = self._identify(pid, start, text[text.find(b"(") + 1:close],
+                                             readings)
+                    stats.new_processes += 1
+                elif not process.settled:
+                    comm = text[text.find(b"(") + 1:close]
+                    if process.comm != comm:  # it exec'd
+                        process = self._identify(pid, start, comm, readings)
+                        stats.environ_rereads += 1
+                process.utime, process.stime, process.pages = utime, stime, pages
+                process.line = line
             live[pid] = process
             job = process.job
             if job is not None:
