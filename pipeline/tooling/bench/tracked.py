@@ -305,6 +305,7 @@ def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float
             f.rss.sample()
             seconds = time.monotonic() - started
             worker_peak, worker_end = f.rss.peak.get("worker-0"), f.rss.last.get("worker-0")
+            records = _ends(positions, raw)  # the tracked jobs', before any feed
             fed = None
             if feed_s > 0:
                 fed = _feed(cfg, f, positions, raw + canonical, seed, feed_s, feed_rate,
@@ -320,7 +321,7 @@ def run_tracked(cfg: Config, jobs: int, seed: int, logs: Path, *, timeout: float
                             f.workers[0].log)
     return TrackedResult(
         jobs=jobs, flux_jobs=flux_jobs, slurm_jobs=slurm_jobs,
-        records=_ends(positions, raw), held_jobs=held, worker_rss_peak_mib=mib(worker_peak),
+        records=records, held_jobs=held, worker_rss_peak_mib=mib(worker_peak),
         worker_rss_end_mib=mib(worker_end), store_mib=round(store / 2**20, 1),
         flux_edge_rss_peak_mib=mib(edge_rss.peak.get("flux")),
         slurm_edge_rss_peak_mib=mib(edge_rss.peak.get("slurm")),
