@@ -14,7 +14,8 @@ primaries' store after a refresh and a flush, then after a force-merge to one se
 Every index is deleted at the end of its run.
 
 Variants: ``before`` (``--before``, the mapping of main), ``after`` (the package's
-``hpc-job-events.json``) and ``after-refresh5s`` (the same with a 5 s refresh interval).
+``hpc-job-events.json``) and ``after-refresh5s`` (the same with a 5 s refresh interval);
+on request (``--variants``) ``after-context-unindexed``, what indexing ``context`` costs.
 Run from the repository root with the local stack up, nothing else on the cores:
 ``python benchmarks/2026-12-04/es_event_cost.py --before /tmp/before.json --json out.json``.
 """
@@ -34,7 +35,7 @@ import psutil
 from elasticsearch import Elasticsearch
 
 from pipeline.replay.readback import client
-from pipeline.runtime.config import Config
+from pipeline.runtime.config import Config, load_config
 from pipeline.sink.client import BulkClient
 from pipeline.sink.converter import Converter
 from pipeline.sink.names import Family
@@ -137,12 +138,16 @@ def main() -> None:
     ap.add_argument("--variants", default="before,after,after-refresh5s")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    cfg = Config()
+    cfg = load_config()
     before = json.loads(args.before.read_text())
     after = json.loads(json.dumps(family_body(Family.EVENTS)))
     slow = json.loads(json.dumps(after))
     slow["settings"]["index"]["refresh_interval"] = "5s"
-    bodies = {"before": before, "after": after, "after-refresh5s": slow}
+    # not a candidate (the overview searches and groups context): what indexing it costs
+    bare = json.loads(json.dumps(after))
+    bare["mappings"]["properties"]["context"].update(index=False, doc_values=False)
+    bodies = {"before": before, "after": after, "after-refresh5s": slow,
+              "after-context-unindexed": bare}
     variants = args.variants.split(",")
     spec = dataclasses.replace(
         workload_spec(1, math.ceil(args.docs / EVENTS_PER_JOB * 1.05), 2000, 1.0, start=START),
