@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -40,8 +40,10 @@ from pipeline.sink.names import (
 )
 
 __all__ = [
+    "FIXED_PARAMS",
     "TEMPLATE_PRIORITY",
     "ensure_indices",
+    "existing_mapping",
     "family_body",
     "index_template",
     "live_generation",
@@ -190,20 +192,83 @@ def _create_index(es: Elasticsearch, name: str) -> None:
 
 def _update_existing(es: Elasticsearch, prefix: str, family: Family, generation: str) -> None:
     """New fields of the mapping and the refresh interval reach the existing indices too (a
-    changed type cannot: that needs a new generation)."""
+    changed type cannot: that needs a new generation).
+
+    Each index is sent the mapping with the parameters Elasticsearch cannot change in place
+    (:data:`FIXED_PARAMS`) as it has them (:func:`existing_mapping`): an index made before a
+    field lost its index or doc values keeps them, and the sink still starts."""
     body = family_body(family)
     pattern = index_pattern(prefix, family, generation)
-    try:
-        es.indices.put_mapping(index=pattern, allow_no_indices=True, **body["mappings"])
-    except BadRequestError as exc:
-        raise SinkError(
-            f"the mapping of {pattern} cannot take the current {family.value} mapping "
-            f"({_error_type(exc)}: {exc}); reprocess into a new generation "
-            f"(jobstream replay)") from exc
+    found = es.indices.get_mapping(index=pattern, allow_no_indices=True)
+    groups: dict[str, list[str]] = {}
+    for index in sorted(found):
+        have = (found[index].get("mappings") or {}).get("properties") or {}
+        mapping = existing_mapping(body["mappings"], have)
+        groups.setdefault(json.dumps(mapping, sort_keys=True), []).append(index)
+    for text, indices in groups.items():
+        for names in _name_lists(indices):
+            try:
+                es.indices.put_mapping(index=names, **json.loads(text))
+            except BadRequestError as exc:
+                raise SinkError(
+                    f"the mapping of {pattern} cannot take the current {family.value} "
+                    f"mapping ({_error_type(exc)}: {exc}); reprocess into a new generation "
+                    f"(jobstream replay)") from exc
     refresh = body["settings"]["index"].get("refresh_interval")
     if refresh:
         es.indices.put_settings(index=pattern, allow_no_indices=True,
                                 settings={"index": {"refresh_interval": refresh}})
+
+
+#: Field parameters Elasticsearch refuses to change on an existing field (the whole put
+#: mapping fails): a field that stops being indexed, or loses its doc values, keeps both
+#: in the indices made before, and has the new ones in the indices made after.
+FIXED_PARAMS: tuple[str, ...] = ("index", "doc_values", "enabled")
+
+
+def existing_mapping(ours: Mapping[str, Any], have: Mapping[str, Any]) -> dict[str, Any]:
+    """``ours`` (a family's ``mappings``) as an index whose fields are ``have`` (its
+    ``properties``) can take it: every field it has keeps its :data:`FIXED_PARAMS` (set or
+    left at Elasticsearch's default as they are), everything else is ours, so new fields
+    and the parameters Elasticsearch does change in place (``ignore_above``) reach it.
+    A field whose type differs is left as ours, for Elasticsearch to refuse. Pure."""
+    return {**ours, "properties": _keep_fixed(ours.get("properties") or {}, have)}
+
+
+def _keep_fixed(ours: Mapping[str, Any], have: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, spec in ours.items():
+        old = have.get(name)
+        if not isinstance(old, Mapping) or old.get("type", "object") != spec.get(
+                "type", "object"):
+            out[name] = spec
+            continue
+        kept = {k: v for k, v in spec.items() if k not in FIXED_PARAMS}
+        kept.update({k: old[k] for k in FIXED_PARAMS if k in old})
+        for inner in ("properties", "fields"):  # an object's fields, multi-fields
+            if inner in spec:
+                kept[inner] = _keep_fixed(spec[inner], old.get(inner) or {})
+        out[name] = kept
+    return out
+
+
+#: Bytes of index names in one request line: Elasticsearch's default
+#: ``http.max_initial_line_length`` is 4 KB
+_NAMES_BYTES = 3000
+
+
+def _name_lists(indices: Sequence[str]) -> Iterator[str]:
+    """``indices`` as comma-separated lists short enough for one request line."""
+    batch: list[str] = []
+    size = 0
+    for name in indices:
+        if batch and size + len(name) + 1 > _NAMES_BYTES:
+            yield ",".join(batch)
+            batch, size = [], 0
+        batch.append(name)
+        size += len(name) + 1
+    if batch:
+        yield ",".join(batch)
 
 
 def _error_type(exc: ApiError) -> str:

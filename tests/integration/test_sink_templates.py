@@ -102,3 +102,38 @@ def test_swap_moves_all_the_aliases_and_back(stack_cfg: Config, es: Elasticsearc
     assert got[f"{p}hpc-queue-snapshots-v2-2026.12"] == {f"{p}hpc-queue-snapshots"}
     swap_aliases(es, p, "v2", "v1")
     assert live_generation(es, p) == "v1"
+
+
+def test_an_index_made_before_a_field_lost_its_index_keeps_it_and_the_sink_starts(
+        stack_cfg: Config, es: Elasticsearch) -> None:
+    """Elasticsearch cannot take a field's index or doc values away in place: the events
+    index of this month, made with facts and event_id indexed, keeps them (and gets the new
+    fields), and next month's index has the mapping of now, behind the same alias."""
+    p = stack_cfg.elasticsearch.index_prefix
+    old = index_name(p, Family.EVENTS, "v1", "2026.11")
+    es.indices.create(index=old, mappings={"dynamic": "strict", "properties": {
+        "@timestamp": {"type": "date", "format": "epoch_millis"},
+        "event": {"type": "keyword", "ignore_above": 256},
+        "event_id": {"type": "keyword", "ignore_above": 8191},
+        "facts": {"type": "flattened", "ignore_above": 1024}}})
+    ensure_indices(es, p, "v1", now_ms=NOV_2026)
+    props = es.indices.get_mapping(index=old)[old]["mappings"]["properties"]
+    assert props["facts"] == {"type": "flattened", "ignore_above": 1024}
+    assert props["event_id"] == {"type": "keyword", "ignore_above": 8191}
+    assert props["event"]["ignore_above"] == 8191  # changed in place
+    assert props["usage"]["properties"]["mem_mb"] == {"type": "double", "index": False}
+    new = index_name(p, Family.EVENTS, "v1", "2026.12")
+    doc = {"@timestamp": 1_796_000_000_000, "event": "submit", "event_id": "e1",
+           "facts": {"user": "alice"}}
+    es.index(index=old, id="e1", document=doc, refresh=True)
+    es.index(index=new, id="e1", document=doc, refresh=True)
+    props = es.indices.get_mapping(index=new)[new]["mappings"]["properties"]
+    assert props["facts"]["index"] is False and props["event_id"]["doc_values"] is False
+    # the old index still answers a search on facts, the new one keeps them in _source only
+    alias = alias_name(p, Family.EVENTS)
+    hits = es.search(index=alias, query={"term": {"facts.user": "alice"}})["hits"]["hits"]
+    assert [h["_index"] for h in hits] == [old]
+    both = es.search(index=alias, query={"ids": {"values": ["e1"]}})["hits"]["hits"]
+    assert sorted(h["_index"] for h in both) == [old, new]
+    assert all(h["_source"]["facts"] == {"user": "alice"} for h in both)
+    ensure_indices(es, p, "v1", now_ms=NOV_2026)  # and again: idempotent over both

@@ -193,6 +193,101 @@ def test_every_field_fits_the_mapping(board: dict[str, Any]) -> None:
                 assert check_use(FieldUse(name, "query"), types[ds.family]) is None
 
 
+def _mapping_params(family: Family) -> dict[str, Mapping[str, Any]]:
+    """Field name -> its mapping (objects and multi-fields flattened), flattened fields'
+    leaves answered by their field."""
+    out: dict[str, Mapping[str, Any]] = {}
+
+    def walk(props: Mapping[str, Any], prefix: str) -> None:
+        for name, spec in props.items():
+            out[prefix + name] = spec
+            walk(spec.get("properties", {}), f"{prefix}{name}.")
+            walk(spec.get("fields", {}), f"{prefix}{name}.")
+
+    walk(family_body(family)["mappings"]["properties"], "")
+    return out
+
+
+def _spec_of(params: Mapping[str, Mapping[str, Any]], field: str) -> Mapping[str, Any]:
+    parts = field.split(".")
+    for i in range(len(parts), 0, -1):
+        spec = params.get(".".join(parts[:i]))
+        if spec is not None and (i == len(parts) or spec.get("type") == "flattened"):
+            return spec
+    raise AssertionError(f"{field} is not in the mapping")
+
+
+def _cannot(spec: Mapping[str, Any], use: str) -> str | None:
+    """Why a field of this mapping cannot serve ``use`` (None: it can). The mappings take
+    the index or the doc values off fields nobody filters or groups by (one event
+    document per event makes each indexed value a cost): what a panel uses must keep them.
+    A query on a keyword, number or date is answered from either; a flattened or text
+    field's only from its index; every aggregation, and the time field's sort, from doc
+    values; the time field's range from the index too."""
+    indexed = spec.get("index", True) is not False
+    doc_values = spec.get("doc_values", True) is not False
+    if use == "query":
+        own_index_only = spec.get("type") in ("flattened", "text")
+        if not (indexed or (doc_values and not own_index_only)):
+            return "not searchable: neither indexed nor with doc values"
+        return None
+    if not doc_values:
+        return f"no doc values for {use}"
+    if use == "time field" and not indexed:
+        return "the time field is not indexed"
+    return None
+
+
+def _uses(board: Mapping[str, Any]) -> Iterator[tuple[str, Family, FieldUse]]:
+    values = variable_values(board)
+    by_uid = {d.uid: d for d in DATASOURCES}
+    for p, raw in _es_targets(board):
+        t = substitute(raw, values)
+        ds = by_uid[t["datasource"]["uid"]]
+        for use in field_uses(t, ds.time_field):
+            yield p["title"], ds.family, use
+    for var in board["templating"]["list"]:
+        if var["type"] == "query":
+            find = json.loads(var["query"])
+            ds = by_uid[var["datasource"]["uid"]]
+            yield var["name"], ds.family, FieldUse(find["field"], "terms")
+            for name in query_fields(substitute(find.get("query", ""), values)):
+                yield var["name"], ds.family, FieldUse(name, "query")
+
+
+def test_every_field_a_panel_uses_is_indexed_or_has_doc_values_as_its_use_needs() -> None:
+    from pipeline.dashboards import alerts
+    params = {f: _mapping_params(f) for f in Family}
+    uses = [u for board in BOARDS for u in _uses(board)]
+    by_uid = {d.uid: d for d in DATASOURCES}
+    for group in alerts.provisioning()["groups"]:
+        for rule in group["rules"]:
+            for query in rule["data"]:
+                ds = by_uid.get(query["datasourceUid"])
+                if ds is not None:
+                    uses += [(rule["title"], ds.family, u)
+                             for u in field_uses(query["model"], ds.time_field)]
+    assert uses
+    bad = [(where, family.value, use, why) for where, family, use in uses
+           if use.field not in ("*", "_id", "_index")
+           and (why := _cannot(_spec_of(params[family], use.field), use.use))]
+    assert bad == []
+
+
+def test_the_events_mapping_indexes_only_what_is_used() -> None:
+    """The cost side of the test above: of an event document, only what a panel, a query
+    of jobstream's or a reader filters or groups by is indexed (the template's
+    description says why each of the rest is in _source only)."""
+    props = family_body(Family.EVENTS)["mappings"]["properties"]
+    unindexed = {name for name, spec in props.items()
+                 if spec.get("index") is False or spec.get("enabled") is False}
+    assert unindexed == {"timestamp", "event_id", "seq", "facts", "jobspec", "R", "record"}
+    assert props["job_id_f58"]["doc_values"] is False  # searched, never grouped
+    assert {name for name, spec in props["usage"]["properties"].items()
+            if spec.get("index") is False} == {
+        "cpu_now_pct", "cpu_s", "mem_mb", "mem_pct", "gpu_now_pct"}  # averaged, maxed
+
+
 def test_the_overview_covers_the_operations_questions() -> None:
     overview = next(b for b in BOARDS if b["uid"] == "jobstream-overview")
     titles = " | ".join(p["title"].lower() for p in _panels(overview))

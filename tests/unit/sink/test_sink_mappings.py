@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pipeline.sink.names import Family
-from pipeline.sink.templates import family_body
+from pipeline.sink.templates import existing_mapping, family_body
 
 #: Lucene's limit of one indexed term, in bytes
 TERM_LIMIT_BYTES = 32766
@@ -63,3 +63,42 @@ def test_every_field_type_is_one_whose_limits_are_known(family: Family) -> None:
                           "nested"}
     props = family_body(family)["mappings"]["properties"]
     assert {spec.get("type", "object") for _, spec in fields(props)} <= known
+
+
+# -- an existing index keeps what Elasticsearch cannot change in place ----------------
+
+def test_an_existing_field_keeps_its_index_and_doc_values_and_takes_the_rest() -> None:
+    ours = family_body(Family.EVENTS)["mappings"]
+    # an index made when facts and event_id were indexed (jobstream before issue 35)
+    have = {"facts": {"type": "flattened", "ignore_above": 1024},
+            "event_id": {"type": "keyword", "ignore_above": 256},
+            "usage": {"properties": {"cpu_now_pct": {"type": "double"}}},
+            "timestamp": {"type": "double", "index": True}}
+    got = existing_mapping(ours, have)
+    props = got["properties"]
+    assert props["facts"] == {"type": "flattened", "ignore_above": 1024}
+    # ignore_above changes in place: ours reaches the index
+    assert props["event_id"] == {"type": "keyword", "ignore_above": 8191}
+    assert props["timestamp"] == {"type": "double", "index": True}
+    assert props["usage"]["properties"]["cpu_now_pct"] == {"type": "double"}
+    # fields it lacks come as they are, parameters and all
+    assert props["usage"]["properties"]["mem_mb"] == ours["properties"]["usage"][
+        "properties"]["mem_mb"]
+    assert props["seq"] == ours["properties"]["seq"]
+    assert got["dynamic"] == "strict"
+    # and a fresh index (nothing in it) takes ours whole
+    assert existing_mapping(ours, {}) == ours
+
+
+def test_a_changed_type_is_left_for_elasticsearch_to_refuse() -> None:
+    ours = family_body(Family.JOBS)["mappings"]
+    got = existing_mapping(ours, {"revision": {"type": "keyword", "index": False}})
+    assert got["properties"]["revision"] == {"type": "long"}
+
+
+def test_multi_fields_keep_theirs_too() -> None:
+    ours = {"properties": {"job_name": {"type": "keyword", "fields": {
+        "text": {"type": "text", "index": False}}}}}
+    have = {"job_name": {"type": "keyword", "fields": {"text": {"type": "text"}}}}
+    assert existing_mapping(ours, have) == {"properties": {"job_name": {
+        "type": "keyword", "fields": {"text": {"type": "text"}}}}}

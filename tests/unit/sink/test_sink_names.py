@@ -157,6 +157,9 @@ class _Indices:
     def put_index_template(self, *, name: str, **body: Any) -> None:
         self.templates[name] = body
 
+    def get_mapping(self, **_: Any) -> dict[str, Any]:
+        return {}  # no index of the generation yet
+
     def put_mapping(self, **_: Any) -> None:
         pass
 
