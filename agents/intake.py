@@ -20,7 +20,13 @@ What Faust's way did that matters stays:
   (:mod:`agents.faust_patches.gaps`).
 * **Tracking.** The consumer counts a taken message as unacknowledged (a rebalance and
   stopping wait until none is) and its monitor as read (the watchdog compares those read
-  offsets with the group's commits); the acknowledgement tells both it is done.
+  offsets with the group's commits); the acknowledgement tells both it is done. The
+  monitor also notes when its partition's records last came in
+  (``Monitor.stream_inbound_time``, a stream's event would): Faust's consumer checks it
+  every ``stream_processing_timeout`` on each partition that has records to read, and
+  without it logs ``Stream has not started processing`` at ERROR for every partition of
+  a worker that is not at the very end of its topics, however well it keeps up, and
+  would never say so when the intake really has stopped taking records.
 * **A delivery may be abandoned.** The fetch loop stops waiting for a delivery when the
   flow is suspended. What the stage hands back to await (a full batch's flush, an
   expiry) is shielded: a flush cut in half would leave its records never acknowledged,
@@ -33,6 +39,7 @@ partitioned like them. Its stream receives nothing.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable
 from typing import Any, Protocol
 
@@ -65,6 +72,7 @@ class Intake:
             return  # fetched before a rebalance: read again from the commit
         message.tracked = True
         app.consumer.track_message(message)
+        app.monitor.stream_inbound_time[message.tp] = time.monotonic()
         wait = self.stage.take(message)
         if wait is not None:
             await asyncio.shield(wait)

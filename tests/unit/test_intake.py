@@ -54,7 +54,7 @@ def _intake(flush_at: int | None = None) -> tuple[Intake, Stage, Any]:
     out: list[int] = []
     app = SimpleNamespace(
         flow_control=FlowControlEvent(initially_suspended=False), consumer_generation_id=3,
-        consumer=Consumer(),
+        consumer=Consumer(), monitor=SimpleNamespace(stream_inbound_time={}),
         sensors=SimpleNamespace(on_message_out=lambda tp, offset, message: out.append(offset)),
         topics=SimpleNamespace(_build_handler=lambda tp, channels: None), out=out)
     stage = Stage(app, flush_at)
@@ -78,6 +78,8 @@ def test_a_message_is_tracked_taken_and_acknowledged_with_the_monitor_told() -> 
         return stage, app
 
     stage, app = asyncio.run(run())
+    # Faust's consumer takes a partition without an inbound time for a stalled stream
+    assert set(app.monitor.stream_inbound_time) == {("raw", 0)}
     assert stage.flushed and app.consumer.unacked == set()
     assert app.consumer.acked == [0, 1] and app.out == [0, 1]
 
