@@ -177,20 +177,8 @@ def test_every_variable_is_used_and_every_used_variable_exists(board: dict[str, 
 @pytest.mark.parametrize("board", BOARDS, ids=lambda b: b["uid"])
 def test_every_field_fits_the_mapping(board: dict[str, Any]) -> None:
     types = {f: _mapping_types(f) for f in Family}
-    values = variable_values(board)
-    by_uid = {d.uid: d for d in DATASOURCES}
-    for p, raw in _es_targets(board):
-        t = substitute(raw, values)
-        ds = by_uid[t["datasource"]["uid"]]
-        for use in field_uses(t, ds.time_field):
-            assert check_use(use, types[ds.family]) is None, (p["title"], use)
-    for var in board["templating"]["list"]:
-        if var["type"] == "query":
-            find = json.loads(var["query"])
-            ds = by_uid[var["datasource"]["uid"]]
-            assert check_use(FieldUse(find["field"], "terms"), types[ds.family]) is None
-            for name in query_fields(substitute(find.get("query", ""), values)):
-                assert check_use(FieldUse(name, "query"), types[ds.family]) is None
+    for where, family, use in _uses(board):
+        assert check_use(use, types[family]) is None, (where, use)
 
 
 def _mapping_params(family: Family) -> dict[str, Mapping[str, Any]]:
