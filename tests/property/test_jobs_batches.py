@@ -11,11 +11,12 @@ events, the jobs' ``allocation_events`` with them; the node events written are e
 distinct node event, each copy written the same.
 
 The stage runs without Kafka: its collaborators are the table (a dict, as RocksDB keeps
-what was written before a kill), the outputs (kept in order, each batch's tally confirmed a
-moment after the batch ended, while the stage takes the next records; a kill loses what
-is not confirmed, and the dead stage acknowledges nothing more) and the messages (acknowledged into a per-partition commit, as Faust commits the contiguous
-acknowledged offsets). Kafka and Faust themselves are in tests/integration/test_agents.py
-and tests/faults.
+what was written before a kill), the outputs (kept in order, each batch's tally
+confirmed a moment after the batch ended, while the stage takes the next records; a kill
+loses what is not confirmed, and the dead stage acknowledges nothing more) and the
+messages (acknowledged into a per-partition commit, as Faust commits the contiguous
+acknowledged offsets). Kafka and Faust themselves are in
+tests/integration/test_agents.py and tests/faults.
 """
 
 from __future__ import annotations
