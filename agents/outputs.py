@@ -46,10 +46,13 @@ FLUSH_WAIT_S = 10.0
 POLL_S = 0.05
 
 #: The worker's producer defaults (a site's properties file overrides them). A batch's
-#: records are sent while the next batch is folded (module docstring), so they must not
-#: linger long; a few milliseconds still make one produce request of a burst's records.
-#: A confirmation waits in librdkafka's flush, which sends at once whatever the linger.
-PRODUCER_DEFAULTS = {"linger.ms": 5}
+#: records leave when its confirmation begins: it waits in librdkafka's flush, which sends
+#: at once whatever the linger (and what the next batch sends meanwhile with them). A
+#: short linger sends a batch piece by piece while it is folded, a produce request each
+#: time for the worker and the broker, and cost more than the overlap gained
+#: (BENCHMARKS.md, "Overlap"); what is sent outside a batch (queue snapshots, expiry
+#: words) waits at most this long.
+PRODUCER_DEFAULTS = {"linger.ms": 1000}
 
 
 class Tally:
