@@ -1,5 +1,5 @@
-"""The jobs stage's batch: the jobs folded since the last flush, the records to acknowledge
-once the batch's outputs are confirmed, and when the batch ends.
+"""The jobs stage's batch: the jobs folded since the last batch ended, the records to
+acknowledge once the batch's outputs are confirmed, and when the batch ends.
 
 A job's table entry, its states and the acknowledgement of its records wait for the batch
 (:mod:`agents.jobs` says why), which ends after ``STATE_BATCH`` events or ``STATE_FLUSH_S``
@@ -42,9 +42,9 @@ STATE_FLUSH_BEHIND_S = 2.0
 
 
 class Batch:
-    """The jobs and the nodes folded since the last flush (key -> the last message of the
-    job or node read, its fold) and the messages to acknowledge once their outputs are
-    confirmed."""
+    """The jobs and the nodes folded since the last batch ended (key -> the last message of
+    the job or node read, its fold) and the messages to acknowledge once their outputs
+    are confirmed."""
 
     def __init__(self) -> None:
         self.folds: dict[bytes, tuple[Any, JobFold]] = {}

@@ -9,7 +9,7 @@ it: the app imports them, they import this.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import faust
 from faust.types import TopicT
@@ -34,6 +34,12 @@ class Sender(Protocol):
     def send(self, topic: str, key: bytes | None, value: bytes | None,
              headers: Headers | None = None) -> None:
         """Queue one record for ``topic``."""
+
+    def cut(self) -> Any:
+        """End the records' current tally, and return it for :meth:`confirm`."""
+
+    async def confirm(self, tally: Any) -> None:
+        """Return once every record of ``tally`` is confirmed."""
 
     async def flush(self) -> None:
         """Return once every record sent so far is confirmed."""

@@ -28,9 +28,9 @@ What Faust's way did that matters stays:
   a worker that is not at the very end of its topics, however well it keeps up, and
   would never say so when the intake really has stopped taking records.
 * **A delivery may be abandoned.** The fetch loop stops waiting for a delivery when the
-  flow is suspended. What the stage hands back to await (a full batch's flush, an
-  expiry) is shielded: a flush cut in half would leave its records never acknowledged,
-  and the rebalance waiting for them.
+  flow is suspended. What the stage hands back to await (a full batch's end, an
+  expiry) is shielded: a batch's end cut in half would leave its records never
+  acknowledged, and the rebalance waiting for them.
 
 The agent ``jobs`` stays: Faust subscribes the topics its agents read, and the table is
 partitioned like them. Its stream receives nothing.
@@ -80,6 +80,14 @@ class Intake:
 
 def acknowledge(app: Any, message: Any) -> None:
     """``message``'s outputs are confirmed: it may be committed (the stage's
-    ``acknowledge``, with ``app`` bound)."""
+    ``acknowledge``, with ``app`` bound).
+
+    A message taken before the group's last rebalance is only marked done, so that
+    nothing waits for it: its partition was read again from its commit since, maybe by
+    another worker, and this worker's offsets of it now belong to the new assignment,
+    whose commit must not skip what that assignment has not folded yet."""
+    if message.generation_id != app.consumer_generation_id:
+        message.acked = True
+        return
     if app.consumer.ack(message):
         app.sensors.on_message_out(message.tp, message.offset, message)

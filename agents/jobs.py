@@ -19,12 +19,25 @@ end), so a burst costs one table write, one changelog record and one state. Whil
 worker is catching up (more than ``BEHIND_RECORDS`` records past the batch's are already
 in Kafka) the timer waits up to ``STATE_FLUSH_BEHIND_S``: under a backlog the count ends
 the batches, and a job's events make one state per batch, not one per quarter second.
-The batch's outputs and changelog records (:mod:`agents.table`) are flushed before its
+The batch's outputs and changelog records (:mod:`agents.table`) are confirmed before its
 records are acknowledged, and Faust commits only acknowledged offsets: a crash loses
 nothing, the records are read again. A rebalance, and stopping, wait until every record
 taken is acknowledged (``stream_wait_empty``; :mod:`agents.intake` tracks them), so a
 batch is always written whole before its partitions go; the timer ends it within
 ``STATE_FLUSH_BEHIND_S``.
+
+**Overlap.** Kafka takes 50 to 120 ms to confirm a batch of 5,000 events; waiting for it
+before folding the next left the worker idle while the sink and Elasticsearch worked, and
+them idle while it folded. A batch's end therefore writes it, cuts the outputs' tally
+(:class:`agents.outputs.Tally`: the records sent since the last batch's end) and hands
+the tally to a confirmation, which acknowledges the batch's records once Kafka confirmed
+them; the next batch is folded meanwhile. Confirmations run one after the other, in the
+batches' order, and a batch's end waits for the one before it, so at most two batches
+are in flight. The table's entries are written at once, as before: a crash between a
+batch's end and its confirmation leaves the table ahead of its changelog, which the
+re-emitted duplicates below make good. A record fetched before a rebalance whose batch is
+confirmed after it is not acknowledged (:func:`agents.intake.acknowledge`): its partition
+is read again from its commit, by this worker or another.
 
 A job state the state topic's schema cannot hold (a value beyond its types) goes to the
 DLQ as JSON, stage ``state``, and the batch goes on.
@@ -202,12 +215,13 @@ class JobsStage:
         self.counters = BatchCounters(
             self.raw, (self.topics.events, self.topics.state, self.topics.nodes,
                        self.topics.node_events, self.canonical))
-        self._flushing = asyncio.Lock()
+        self._ending = asyncio.Lock()
+        self._confirmation: asyncio.Future[None] | None = None
         self._last_event = LastEventTime()
 
     def take(self, message: Any) -> Awaitable[None] | None:
         """One message of the raw or the canonical topic, as Kafka gave it; what must be
-        awaited before the next (the batch's flush when it is full, an expiry), or None.
+        awaited before the next (the batch's end when it is full, an expiry), or None.
 
         A message the worker died handling in each of its last runs (:attr:`guard`) is
         not handled a third time: to the DLQ as it came, reason ``crashed-worker``."""
@@ -226,7 +240,7 @@ class JobsStage:
                     self._fold(message.key, message, item)
         self.batch.took(message)
         if self.batch.events >= STATE_BATCH:
-            return self.flush()
+            return self.end_batch()
         return None
 
     def behind(self) -> bool:
@@ -243,10 +257,12 @@ class JobsStage:
                 waiting += max(end - offset - 1, 0)
         return waiting > BEHIND_RECORDS
 
-    async def flush(self) -> None:
-        """Write the batch: each job's and node's table entry and states, every output
-        confirmed, then its records acknowledged."""
-        async with self._flushing:
+    async def end_batch(self) -> None:
+        """Write the batch: each job's and node's table entry and states; its records are
+        acknowledged once its outputs are confirmed, while the next batch is folded
+        (module docstring, "Overlap"). Returns once the batch before it is confirmed, so
+        that at most two are in flight."""
+        async with self._ending:
             batch, self.batch = self.batch, Batch()
             if not batch.records:
                 return
@@ -257,11 +273,34 @@ class JobsStage:
             batch.sent[self.topics.nodes] += self._write_each(
                 "node", batch.nodes, self._write_node, self._dead_node)
             self.counters.count(batch)
-            await self.outputs.flush()
-            self.states.flushed()
-            self.nodes.flushed()
-            for message in batch.records:
-                self.acknowledge(message)
+            previous = self._confirmation
+            self._confirmation = asyncio.ensure_future(
+                self._confirm(batch.records, self.outputs.cut(), previous))
+            if previous is not None:
+                await asyncio.shield(previous)
+
+    async def _confirm(self, records: list[Any], tally: Any,
+                       previous: asyncio.Future[None] | None) -> None:
+        """Acknowledge a batch's ``records`` once its outputs (``tally``) are confirmed,
+        after the batch before it's."""
+        if previous is not None:
+            await asyncio.shield(previous)
+        await self.outputs.confirm(tally)
+        self.states.flushed()
+        self.nodes.flushed()
+        for message in records:
+            self.acknowledge(message)
+
+    @property
+    def confirmation(self) -> asyncio.Future[None] | None:
+        """The confirmation of the last batch ended (None before the first)."""
+        return self._confirmation
+
+    async def flush(self) -> None:
+        """End the batch and wait until every batch ended is confirmed and acknowledged."""
+        await self.end_batch()
+        if self._confirmation is not None:
+            await asyncio.shield(self._confirmation)
 
     def _write_job(self, key: bytes, message: Any, fold: JobFold, now: float) -> int:
         """One job's table entry and states; the number of states sent."""
@@ -493,7 +532,10 @@ def register(context: WorkerContext) -> None:
         while True:
             await asyncio.sleep(STATE_FLUSH_S / 5)
             if stage.batch.due(time.monotonic(), stage.behind):
-                await stage.flush()
+                await stage.end_batch()
+            done = stage.confirmation
+            if done is not None and done.done():
+                done.result()  # a confirmation that failed stops the worker
 
     @app.timer(interval=cfg.worker.snapshot_interval_s)
     async def queue_snapshots() -> None:

@@ -103,8 +103,8 @@ class _States(ABC, Generic[F]):
         self._remember(key, fold)
 
     def flushed(self) -> None:
-        """The outputs' flush confirmed every change so far: the table keeps the offsets
-        its changelog reached (agents.table)."""
+        """A batch's outputs are confirmed: the table keeps the offsets its changelog
+        reached (agents.table)."""
         if isinstance(self.table, JobsTable):
             self.table.persist_offsets()
 

@@ -4,13 +4,13 @@ Faust sends each changelog record with its own producer (aiokafka, in Python): a
 a buffer task and a batch builder per record, about 6 % of the worker's main thread, and
 when its buffer fills the agent waits for it ("producer buffer full"). Here a changelog
 record is queued in librdkafka like every other output of the worker (:mod:`agents.outputs`)
-and confirmed by the same flush that precedes the acknowledgement of the batch's records,
+and confirmed with the batch's other outputs before the batch's records are acknowledged,
 so a crash loses no more than it did: the records are read again.
 
 Faust keeps, in each partition's RocksDB, the offset of the last changelog record written:
 recovery reads the changelog from there. It sets it in the send's callback; here
-:meth:`JobsTable.persist_offsets` sets it after the flush, from the offsets Kafka gave in
-its delivery reports. Missing one only makes a recovery read more of the changelog.
+:meth:`JobsTable.persist_offsets` sets it after a batch's confirmation, from the offsets
+Kafka gave in its delivery reports. Missing one only makes a recovery read more of the changelog.
 
 The part of this that replaces Faust's ``send_changelog`` is
 :class:`agents.faust_patches.ChangelogTable`, with what it relies on of Faust.
@@ -44,14 +44,14 @@ class JobsTable(ChangelogTable):
                           partition=partition, on_delivery=self._on_delivery)
 
     def _on_delivery(self, msg: Any) -> None:
-        # librdkafka's thread of the flush: only a dict write here
+        # librdkafka's thread of the confirmation: only a dict write here
         partition, offset = msg.partition(), msg.offset()
         if offset > self._delivered.get(partition, -1):
             self._delivered[partition] = offset
 
     def persist_offsets(self) -> None:
-        """Keep the offsets of the changelog records Kafka confirmed in the store (after
-        :meth:`Outputs.flush`, in the event loop: RocksDB is the loop's)."""
+        """Keep the offsets of the changelog records Kafka confirmed in the store (after a
+        batch's confirmation, in the event loop: RocksDB is the loop's)."""
         delivered, self._delivered = self._delivered, {}
         for partition, offset in delivered.items():
             self.persist_offset(partition, offset)

@@ -42,8 +42,8 @@ class Message:
 
 
 class RecordedOutputs:
-    """Outputs that keep every record sent, in order (in ``sent`` when given); a flush
-    confirms them all."""
+    """Outputs that keep every record sent, in order (in ``sent`` when given); every
+    record is confirmed as it is sent."""
 
     def __init__(self, sent: list[Sent] | None = None) -> None:
         self.sent: list[Sent] = [] if sent is None else sent
@@ -53,6 +53,12 @@ class RecordedOutputs:
         self.sent.append((topic, key, value, headers))
 
     def poll(self) -> None:
+        pass
+
+    def cut(self) -> None:
+        return None
+
+    async def confirm(self, tally: None) -> None:
         pass
 
     async def flush(self) -> None:

@@ -28,11 +28,15 @@ _TIMEOUT_S = 15.0
 #: leader yet, just after the topic was created)
 _ATTEMPTS = 20
 _RETRY_WAIT_S = 0.25
-#: a new topic's partitions answer these until their leader is elected and known; the
-#: list-offsets result does not always mark them retriable
-_LEADERSHIP_CODES = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION,
-                               KafkaError.LEADER_NOT_AVAILABLE,
-                               KafkaError.UNKNOWN_TOPIC_OR_PART})
+#: a new topic's partitions answer these until their leader is elected and known, and a
+#: broker just started answers group requests with the coordinator ones until it has
+#: loaded the offsets topic; the admin results do not always mark them retriable
+_TRANSIENT_CODES = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION,
+                              KafkaError.LEADER_NOT_AVAILABLE,
+                              KafkaError.UNKNOWN_TOPIC_OR_PART,
+                              KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                              KafkaError.COORDINATOR_NOT_AVAILABLE,
+                              KafkaError.NOT_COORDINATOR})
 
 T = TypeVar("T")
 
@@ -49,7 +53,7 @@ class _Failed(Exception):
         super().__init__(f"kafka: {what}: {exc}")
         error = exc.args[0] if exc.args else None
         self.retriable = (bool(getattr(error, "retriable", lambda: False)())
-                          or getattr(error, "code", lambda: None)() in _LEADERSHIP_CODES)
+                          or getattr(error, "code", lambda: None)() in _TRANSIENT_CODES)
 
 
 def _retrying(request: Callable[[], T]) -> T:

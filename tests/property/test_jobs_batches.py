@@ -11,10 +11,12 @@ events, the jobs' ``allocation_events`` with them; the node events written are e
 distinct node event, each copy written the same.
 
 The stage runs without Kafka: its collaborators are the table (a dict, as RocksDB keeps
-what was written before a kill), the outputs (kept in order, a flush confirms them) and
-the messages (acknowledged into a per-partition commit, as Faust commits the contiguous
-acknowledged offsets). Kafka and Faust themselves are in tests/integration/test_agents.py
-and tests/faults.
+what was written before a kill), the outputs (kept in order, each batch's tally
+confirmed a moment after the batch ended, while the stage takes the next records; a kill
+loses what is not confirmed, and the dead stage acknowledges nothing more) and the
+messages (acknowledged into a per-partition commit, as Faust commits the contiguous
+acknowledged offsets). Kafka and Faust themselves are in
+tests/integration/test_agents.py and tests/faults.
 """
 
 from __future__ import annotations
@@ -79,29 +81,51 @@ class Killed(Exception):
     """The worker was killed while it waited for Kafka."""
 
 
+@dataclass(eq=False)
+class Tally:
+    records: list[tuple[str, bytes | None, bytes | None]] = field(default_factory=list)
+
+
 class Outputs:
-    """What the stage sent, confirmed only by a flush (a kill loses the rest, and may come
-    while a flush waits)."""
+    """What the stage sent, confirmed by tally a moment after it is cut (a kill loses the
+    rest, and may come while a confirmation waits)."""
 
     def __init__(self) -> None:
         self.kill_in_flush = False
         self.confirmed: list[tuple[str, bytes | None, bytes | None]] = []
-        self.pending: list[tuple[str, bytes | None, bytes | None]] = []
+        self.tally = Tally()
+        self.open: list[Tally] = []  # cut, not confirmed
         self.delivered = 0  # confirmed records the test has put into their topics
 
     def send(self, topic: str, key: bytes | None, value: bytes | None,
              headers: list[tuple[str, bytes]] | None = None) -> None:
-        self.pending.append((topic, key, value))
+        self.tally.records.append((topic, key, value))
 
     def poll(self) -> None:
         pass
 
-    async def flush(self) -> None:
+    def cut(self) -> Tally:
+        tally, self.tally = self.tally, Tally()
+        self.open.append(tally)
+        return tally
+
+    async def confirm(self, tally: Tally) -> None:
+        await asyncio.sleep(0)  # Kafka's reports come later: the stage goes on meanwhile
         if self.kill_in_flush:
             self.kill_in_flush = False
             raise Killed
-        self.confirmed += self.pending
-        self.pending = []
+        if tally in self.open:
+            self.open.remove(tally)
+            self.confirmed += tally.records
+
+    async def flush(self) -> None:
+        self.cut()
+        for tally in list(self.open):
+            await self.confirm(tally)
+
+    def lose(self) -> None:
+        """The worker died: what Kafka has not confirmed is gone."""
+        self.tally, self.open = Tally(), []
 
 
 def indexed(doc: dict[str, Any]) -> dict[str, Any]:
@@ -184,9 +208,14 @@ async def run(records: list[tuple[bytes, bytes]], rng: random.Random, kills: int
     kill_at = sorted(rng.sample(range(1, len(records) * 2), kills))
     taken = 0
     while True:
+        alive = [True]
+
+        def acknowledge(m: Message, alive: list[bool] = alive) -> None:
+            assert alive[0], "a killed worker acknowledged a record"
+            logs[m.topic, m.partition].acked.add(m.offset)
+
         stage = jobs_stage(CFG, wire=WIRE, outputs=outputs, states=JobStates(table),
-                           nodes=NodeStates(node_table),
-                           acknowledge=lambda m: logs[m.topic, m.partition].acked.add(m.offset))
+                           nodes=NodeStates(node_table), acknowledge=acknowledge)
         positions = {tp: log.committed for tp, log in logs.items()}
         killed = False
         while not killed:
@@ -194,7 +223,10 @@ async def run(records: list[tuple[bytes, bytes]], rng: random.Random, kills: int
             ready = [tp for tp, log in logs.items() if positions[tp] < len(log.messages)]
             try:
                 if not ready:
-                    if not stage.batch.records:
+                    confirming = stage.confirmation
+                    if not stage.batch.records and (confirming is None or confirming.done()):
+                        if confirming is not None:
+                            confirming.result()  # a kill while it waited
                         break
                     await stage.flush()
                     continue
@@ -215,7 +247,10 @@ async def run(records: list[tuple[bytes, bytes]], rng: random.Random, kills: int
                         raise Killed
             except Killed:
                 killed = True  # unconfirmed outputs and unacknowledged records are lost
-                outputs.pending = []
+                alive[0] = False
+                if stage.confirmation is not None:
+                    stage.confirmation.cancel()
+                outputs.lose()
         for log in logs.values():
             log.commit()
         if not killed:

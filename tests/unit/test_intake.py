@@ -36,17 +36,19 @@ class Stage:
     def __init__(self, app: Any, flush_at: int | None = None) -> None:
         self.app, self.flush_at = app, flush_at
         self.taken: list[int] = []
+        self.messages: list[Any] = []
         self.release = asyncio.Event()
         self.flushed = False
 
     def take(self, message: Any) -> Awaitable[None] | None:
         self.taken.append(message.offset)
+        self.messages.append(message)
         return self._flush() if len(self.taken) == self.flush_at else None
 
     async def _flush(self) -> None:
         await self.release.wait()
-        for offset in self.taken:
-            acknowledge(self.app, SimpleNamespace(offset=offset, tp=("raw", 0)))
+        for message in self.messages:
+            acknowledge(self.app, message)
         self.flushed = True
 
 
@@ -92,6 +94,24 @@ def test_a_message_of_an_earlier_generation_is_neither_taken_nor_tracked() -> No
 
     stage, app = asyncio.run(run())
     assert stage.taken == [] and app.consumer.unacked == set()
+
+
+def test_a_message_taken_before_a_rebalance_is_done_but_not_acknowledged() -> None:
+    """Its batch was confirmed after the group's generation changed: nothing may wait for
+    it, and its offset must not go into the new assignment's commit."""
+    async def run() -> tuple[Stage, Any, Any]:
+        intake, stage, app = _intake(flush_at=1)
+        message = _message(4)
+        delivery = asyncio.ensure_future(intake.on_message(message))
+        await asyncio.sleep(0.01)
+        app.consumer_generation_id = 4
+        stage.release.set()
+        await delivery
+        return stage, app, message
+
+    stage, app, message = asyncio.run(run())
+    assert stage.flushed and message.acked
+    assert app.consumer.acked == [] and app.out == []
 
 
 def test_nothing_is_taken_while_the_flow_is_suspended() -> None:

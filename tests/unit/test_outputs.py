@@ -129,3 +129,45 @@ def test_a_fatal_producer_error_stops_the_worker() -> None:
     outputs.send("state", b"k", b"x")
     with pytest.raises(KafkaException):
         asyncio.run(outputs.flush())
+
+
+class HoldingProducer(Producer):
+    """Delivers at flush, except the records of topic ``held`` while ``holding``."""
+
+    holding = True
+
+    def flush(self, timeout: float) -> int:
+        held = [q for q in self.queued if self.holding and q[0].topic() == "held"]
+        self.queued = [q for q in self.queued if q not in held]
+        super().flush(timeout)
+        self.queued = held
+        return len(held)
+
+
+def test_a_tally_is_confirmed_by_its_own_records_while_later_ones_wait() -> None:
+    """The jobs stage confirms a batch while the next is folded: a confirmation waits for
+    its tally's records, a failed one among them sent again, not for the records sent
+    after the cut."""
+    producer = HoldingProducer({1: KafkaError._MSG_TIMED_OUT})
+    outputs = Outputs(Config(), "test", producer=producer)
+
+    async def run() -> tuple[bool, bool]:
+        outputs.send("events", b"k1", b"v1")
+        outputs.send("events", b"k2", b"v2")
+        first = outputs.cut()
+        outputs.send("held", b"k3", b"v3")
+        second = outputs.cut()
+        await asyncio.wait_for(outputs.confirm(first), 5)
+        waiting = asyncio.ensure_future(outputs.confirm(second))
+        await asyncio.sleep(0.3)
+        held = not waiting.done()
+        producer.holding = False
+        await asyncio.wait_for(waiting, 5)
+        return held, waiting.done()
+
+    held, done = asyncio.run(run())
+    assert held and done
+    assert sorted(producer.delivered) == [("events", b"k1", b"v1", None),
+                                          ("events", b"k2", b"v2", None),
+                                          ("held", b"k3", b"v3", None)]
+    assert producer.calls == 4

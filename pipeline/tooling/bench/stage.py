@@ -59,6 +59,12 @@ class _Outputs:
         if topic == self.state_topic and value is not None:
             self.states.append(value)
 
+    def cut(self) -> None:
+        return None
+
+    async def confirm(self, tally: None) -> None:
+        pass
+
     async def flush(self) -> None:
         pass
 
