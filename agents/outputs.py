@@ -91,12 +91,12 @@ class Tally:
 
 class Outputs:
     """Records to Kafka, confirmed by tally (:meth:`confirm`) or all at once
-    (:meth:`flush`); a record whose delivery failed is
-    produced again until it is confirmed (the consumers drop copies: events by id, job
-    states by revision). A record Kafka can never take (too large, refused as invalid:
-    ``POISON_ERRORS``) goes to the DLQ instead, its value too if the DLQ takes it, else
-    its size and SHA-256: stopping the worker on it would stop it again after every
-    restart, as the same input gives the same record. A fatal producer error stops it."""
+    (:meth:`flush`); a record whose delivery failed is produced again until it is
+    confirmed (the consumers drop copies: events by id, job states by revision). A
+    record Kafka can never take (too large, refused as invalid: ``POISON_ERRORS``) goes
+    to the DLQ instead, its value too if the DLQ takes it, else its size and SHA-256:
+    stopping the worker on it would stop it again after every restart, as the same input
+    gives the same record. A fatal producer error stops it."""
 
     def __init__(self, cfg: Config, client_id: str, *, producer: Any = None) -> None:
         self._cfg, self._client_id, self._made = cfg, client_id, producer
