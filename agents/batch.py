@@ -91,7 +91,3 @@ class BatchCounters:
             if counter is None:
                 counter = self._folded[cluster] = WORKER_EVENTS_FOLDED.labels(cluster)
             counter.inc(n)
-
-    def sent(self, topic: str, n: int = 1) -> None:
-        """Records sent outside a batch (a tombstone)."""
-        self._sent[topic].inc(n)

@@ -3,7 +3,9 @@
 Reading a job's state from the table costs a RocksDB read, a JSON decode and a
 ``JobFold.from_dict`` on every event, while most events belong to a job seen moments ago
 (a job's events come in bursts). :class:`JobStates` keeps the folds of the most recently
-used jobs in memory (LRU, bounded). The table stays the truth: every change is written
+used jobs in memory (LRU, bounded by the size of their table values: a count of folds
+would not bound memory, since a fold of a whole job's life is five times one of a pending
+job, and a big job's fifty). The table stays the truth: every change is written
 through at once (RocksDB, and its changelog at the next commit), and the cache is emptied
 whenever this worker's partitions change, because another worker may have written the
 table in between and recovery rewrites it.
@@ -29,7 +31,7 @@ from agents.table import JobsTable
 from pipeline.fold import JobFold, StateTooLarge
 from pipeline.fold.node_state import NodeFold
 
-__all__ = ["FOLD_CACHE_SIZE", "MAX_STATE_BYTES", "JobStates", "NodeStates", "decode_state",
+__all__ = ["FOLD_CACHE_BYTES", "MAX_STATE_BYTES", "JobStates", "NodeStates", "decode_state",
            "encode_state"]
 
 F = TypeVar("F")
@@ -37,9 +39,12 @@ F = TypeVar("F")
 #: a job state's budget when none is given (``worker.max_state_bytes``' default)
 MAX_STATE_BYTES = 512 * 1024
 
-#: jobs whose folds stay in memory (a fold of ten events is ~10 KiB, and as much again
-#: for each event's JSON and the folded incarnation: ~40 MiB in all)
-FOLD_CACHE_SIZE = 2048
+#: the folds kept in memory, counted by their table values' length: a fold in memory
+#: takes about six times its value (its events, each event's JSON, the incarnation
+#: folded), so ~12 MiB in all. That holds the 2,048 newest pending jobs of a catch-up
+#: (~930-byte values) or ~450 running ones of a live feed (~4.6 KB): with 2,048 of the
+#: latter the cache held 52 MiB (benchmarks/2026-12-07/fold_cache.py).
+FOLD_CACHE_BYTES = 2 * 1024 * 1024
 
 def encode_state(fold: JobFold, max_bytes: int = MAX_STATE_BYTES) -> bytes:
     """A fold's table value, at most ``max_bytes`` long (:meth:`JobFold.fit`; raises
@@ -60,11 +65,13 @@ class _States(ABC, Generic[F]):
     """Key -> fold, through a bounded LRU of folds, writing through to ``table``."""
 
     def __init__(self, table: MutableMapping[bytes, Any],
-                 capacity: int = FOLD_CACHE_SIZE, max_bytes: int = MAX_STATE_BYTES) -> None:
+                 capacity_bytes: int = FOLD_CACHE_BYTES,
+                 max_bytes: int = MAX_STATE_BYTES) -> None:
         self.table = table
-        self.capacity = capacity
+        self.capacity_bytes = capacity_bytes
         self.max_bytes = max_bytes
-        self._folds: OrderedDict[bytes, F] = OrderedDict()
+        self._folds: OrderedDict[bytes, tuple[F, int]] = OrderedDict()  # fold, value length
+        self.cached_bytes = 0
         self.hits = self.misses = 0
 
     @abstractmethod
@@ -77,17 +84,18 @@ class _States(ABC, Generic[F]):
 
     def get(self, key: bytes) -> F | None:
         """The key's fold, None if the table has no state for it."""
-        fold = self._folds.get(key)
-        if fold is not None:
+        cached = self._folds.get(key)
+        if cached is not None:
             self.hits += 1
             self._folds.move_to_end(key)
-            return fold
+            return cached[0]
         self.misses += 1
-        state = decode_state(self.table.get(key))
+        value = self.table.get(key)
+        state = decode_state(value)
         if state is None:
             return None
         fold = self._load(state)
-        self._remember(key, fold)
+        self._remember(key, fold, len(value) if isinstance(value, bytes | str) else 0)
         return fold
 
     def put(self, key: bytes, fold: F) -> None:
@@ -97,10 +105,10 @@ class _States(ABC, Generic[F]):
         try:
             value = self._encode(fold)
         except StateTooLarge:
-            self._folds.pop(key, None)
+            self._drop(key)
             raise
         self.table[key] = value
-        self._remember(key, fold)
+        self._remember(key, fold, len(value))
 
     def flushed(self) -> None:
         """A batch's outputs are confirmed: the table keeps the offsets its changelog
@@ -110,22 +118,32 @@ class _States(ABC, Generic[F]):
 
     def forget(self, key: bytes) -> None:
         """Drop the key's fold from memory: its next event starts from the table."""
-        self._folds.pop(key, None)
+        self._drop(key)
 
     def delete(self, key: bytes) -> None:
-        self._folds.pop(key, None)
+        self._drop(key)
         if key in self.table:
             del self.table[key]
 
     def clear(self) -> None:
         """Forget every fold (partitions moved: the table may have changed under us)."""
         self._folds.clear()
+        self.cached_bytes = 0
 
-    def _remember(self, key: bytes, fold: F) -> None:
-        self._folds[key] = fold
-        self._folds.move_to_end(key)
-        if len(self._folds) > self.capacity:
-            self._folds.popitem(last=False)
+    def _drop(self, key: bytes) -> None:
+        cached = self._folds.pop(key, None)
+        if cached is not None:
+            self.cached_bytes -= cached[1]
+
+    def _remember(self, key: bytes, fold: F, size: int) -> None:
+        """Keep ``fold`` as the newest; the oldest go until the rest fit the budget (the
+        newest stays even alone above it)."""
+        self._drop(key)
+        self._folds[key] = (fold, size)
+        self.cached_bytes += size
+        while self.cached_bytes > self.capacity_bytes and len(self._folds) > 1:
+            _, (_, old) = self._folds.popitem(last=False)
+            self.cached_bytes -= old
 
 
 class JobStates(_States[JobFold]):

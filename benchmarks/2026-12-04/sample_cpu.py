@@ -63,7 +63,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=333)
     ap.add_argument("--lifecycle", action="store_true")
     ap.add_argument("--cache", type=int, default=None,
-                    help="jobs whose folds stay in memory (agents.states.FOLD_CACHE_SIZE)")
+                    help="bytes of states whose folds stay in memory "
+                         "(agents.states.FOLD_CACHE_BYTES)")
     ap.add_argument("--digest", action="store_true")
     args = ap.parse_args()
     cfg = Config()
@@ -83,7 +84,7 @@ def main() -> None:
                                                 START).to_json()
     states = JobStates(table, max_bytes=cfg.worker.max_state_bytes)
     if args.cache is not None:
-        states.capacity = args.cache
+        states.capacity_bytes = args.cache
     stage = jobs_stage(cfg, outputs=outputs, states=states)
 
     async def drive(batch: list[Message]) -> None:

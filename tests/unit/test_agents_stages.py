@@ -82,7 +82,9 @@ def submit(job: str, name: str = "submit", t: float = 1.0) -> JobEvent:
 
 def test_job_states_write_through_and_read_back_from_the_table() -> None:
     table: dict[bytes, bytes] = {}
-    states = JobStates(table, capacity=2)
+    one = JobFold()
+    one.add(submit("1"))
+    states = JobStates(table, capacity_bytes=2 * len(encode_state(one)))
     assert states.get(b"c:1") is None
     fold = JobFold()
     fold.add(submit("1"))
@@ -97,6 +99,41 @@ def test_job_states_write_through_and_read_back_from_the_table() -> None:
     again = states.get(b"c:1")
     assert again is not fold and again is not None
     assert again.documents() == fold.documents()
+
+
+def test_job_states_keep_folds_within_a_budget_of_bytes_not_a_count() -> None:
+    table: dict[bytes, bytes] = {}
+    small = JobFold()
+    small.add(submit("1"))
+    size = len(encode_state(small))
+    states = JobStates(table, capacity_bytes=10 * size)
+    for job in range(10):
+        fold = JobFold()
+        fold.add(submit(str(job)))
+        states.put(f"c:{job}".encode(), fold)
+    assert len(states._folds) == 10 and states.cached_bytes == sum(
+        len(table[key]) for key in states._folds)
+    # one big job's fold takes the room of many small ones: the oldest go first
+    big = JobFold()
+    for n in range(12):
+        big.add(submit("big", f"memo-{n}", float(n)))
+    states.put(b"c:big", big)
+    assert 3 * size < len(table[b"c:big"]) < 10 * size
+    assert states.cached_bytes <= states.capacity_bytes
+    assert b"c:0" not in states._folds and b"c:9" in states._folds
+    # the newest stays even alone above the budget, and is read from memory
+    states.capacity_bytes = size
+    states.put(b"c:big", big)
+    assert list(states._folds) == [b"c:big"] and states.get(b"c:big") is big
+    # every way out of the cache gives its bytes back
+    states.forget(b"c:big")
+    assert states.cached_bytes == 0
+    states.capacity_bytes = 10 * size
+    assert states.get(b"c:3") is not None and states.cached_bytes == len(table[b"c:3"])
+    states.delete(b"c:3")
+    states.get(b"c:4")
+    states.clear()
+    assert states.cached_bytes == 0 and not states._folds
 
 
 def test_job_states_forget_on_clear_and_delete() -> None:
@@ -364,3 +401,51 @@ def test_a_job_the_worker_died_writing_twice_goes_to_the_dlq(tmp_path: Any) -> N
     assert [decode_state_value(v)["job_id"] for t, _, v, _ in sent
             if t == cfg.topics.state] == ["8"]
     assert sorted(acked) == [0, 1]
+
+
+def life(job: str, t: float = 1.0) -> list[JobEvent]:
+    """A Flux job's events from its submit to its end (``clean``: the job is done)."""
+    return [replace(submit(job, name, t + n), facts={"uid": 5, "status": 0}
+                    if name == "finish" else {"uid": 5})
+            for n, name in enumerate(("submit", "alloc", "start", "finish", "clean"))]
+
+
+def test_an_expiry_goes_in_the_batch_after_its_jobs_last_state() -> None:
+    """An expiry (agents.job_timers) neither ends the batch nor waits for Kafka: the job's
+    table entry goes, its tombstone follows its last state, whether that state was written
+    in an earlier batch or is still in this one, and the expiry is acknowledged with the
+    batch's other records, once their outputs are confirmed."""
+    import asyncio
+
+    from agents.routing import job_partition
+    from pipeline.codecs.wire import EXPIRE, encode_control
+
+    sent: list[Sent] = []
+    acked: list[int] = []
+    table: dict[bytes, bytes] = {}
+    stage = stage_of(sent, acked, JobStates(table))
+    cfg = Config()
+    offsets = iter(range(100))
+
+    def take(key: bytes, value: bytes) -> object:
+        return stage.take(Message(topic=stage.canonical, partition=job_partition(key, 8),
+                                  offset=next(offsets), key=key, value=value))
+
+    for ev in life("1"):  # job 1 ends in the first batch
+        take(ev.key.encode(), encode_canonical(ev))
+    asyncio.run(stage.flush())
+    for ev in life("2"):  # job 2 ends in the batch of both expiries
+        take(ev.key.encode(), encode_canonical(ev))
+    assert take(b"c:1", encode_control(EXPIRE)) is None
+    assert take(b"c:2", encode_control(EXPIRE)) is None
+    assert take(b"c:3", encode_control(EXPIRE)) is None  # a job not (or no longer) here
+    assert sorted(acked) == list(range(5))  # nothing of the batch yet
+    asyncio.run(stage.flush())
+    assert sorted(acked) == list(range(13)) and table == {}
+    assert not stage.active.expired(now=1e12, grace_s=0.0)
+    for key in (b"c:1", b"c:2"):
+        states = [v for t, k, v, _ in sent if t == cfg.topics.state and k == key]
+        assert states[-1] is None and states[:-1]
+        assert decode_state_value(states[-2])["state"] == "done"
+    assert not [k for t, k, v, _ in sent if t == cfg.topics.state and k == b"c:3"]
+
