@@ -31,8 +31,8 @@ from agents.table import JobsTable
 from pipeline.fold import JobFold, StateTooLarge
 from pipeline.fold.node_state import NodeFold
 
-__all__ = ["FOLD_CACHE_BYTES", "MAX_STATE_BYTES", "JobStates", "NodeStates", "decode_state",
-           "encode_state"]
+__all__ = ["FOLD_CACHE_BYTES", "MAX_STATE_BYTES", "NODE_CACHE_BYTES", "JobStates",
+           "NodeStates", "decode_state", "encode_state"]
 
 F = TypeVar("F")
 
@@ -41,10 +41,16 @@ MAX_STATE_BYTES = 512 * 1024
 
 #: the folds kept in memory, counted by their table values' length: a fold in memory
 #: takes about six times its value (its events, each event's JSON, the incarnation
-#: folded), so ~12 MiB in all. That holds the 2,048 newest pending jobs of a catch-up
-#: (~930-byte values) or ~450 running ones of a live feed (~4.6 KB): with 2,048 of the
-#: latter the cache held 52 MiB (benchmarks/2026-12-07/fold_cache.py).
-FOLD_CACHE_BYTES = 2 * 1024 * 1024
+#: folded), so ~25 MiB in all. That holds 4,000 pending jobs of a catch-up (~930-byte
+#: values) or ~850 running ones of a live feed (~4.6 KB): 2,048 of the latter held 52 MiB
+#: (benchmarks/2026-12-07/fold_cache.py). A miss costs the job's whole fold again (~1 ms
+#: on a slow core), so a small budget costs CPU: 2 MiB cost 9 % more per event than
+#: 2,048 folds.
+FOLD_CACHE_BYTES = 4 * 1024 * 1024
+#: the same for the nodes' folds: a Flux node's value is ~66 KB once its window is full
+#: (256 events), so this holds ~125 nodes, and not 2,048 of them (~800 MiB)
+NODE_CACHE_BYTES = 8 * 1024 * 1024
+
 
 def encode_state(fold: JobFold, max_bytes: int = MAX_STATE_BYTES) -> bytes:
     """A fold's table value, at most ``max_bytes`` long (:meth:`JobFold.fit`; raises
@@ -159,6 +165,11 @@ class JobStates(_States[JobFold]):
 class NodeStates(_States[NodeFold]):
     """Node key (``cluster:node``) -> NodeFold, over the nodes table: values are the JSON
     of :meth:`NodeFold.to_json`, within the same budget as a job's."""
+
+    def __init__(self, table: MutableMapping[bytes, Any],
+                 capacity_bytes: int = NODE_CACHE_BYTES,
+                 max_bytes: int = MAX_STATE_BYTES) -> None:
+        super().__init__(table, capacity_bytes, max_bytes)
 
     def _load(self, state: dict[str, Any]) -> NodeFold:
         return NodeFold.from_dict(state)
