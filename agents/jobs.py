@@ -267,10 +267,7 @@ class JobsStage:
             batch, self.batch = self.batch, Batch()
             if not batch.records:
                 return
-            now = time.time()
-            batch.sent[self.topics.state] += self._write_each(
-                "job", batch.folds, lambda k, m, f: self._write_job(k, m, f, now),
-                self._dead_job)
+            batch.sent[self.topics.state] += self._write_jobs(batch.folds)
             batch.sent[self.topics.nodes] += self._write_each(
                 "node", batch.nodes, self._write_node, self._dead_node)
             self.counters.count(batch)
@@ -302,6 +299,12 @@ class JobsStage:
         await self.end_batch()
         if self._confirmation is not None:
             await asyncio.shield(self._confirmation)
+
+    def _write_jobs(self, entries: Mapping[bytes, tuple[Any, JobFold]]) -> int:
+        """The jobs' table entries and states (:meth:`_write_each`); the states sent."""
+        now = time.time()
+        return self._write_each("job", entries,
+                                lambda k, m, f: self._write_job(k, m, f, now), self._dead_job)
 
     def _write_job(self, key: bytes, message: Any, fold: JobFold, now: float) -> int:
         """One job's table entry and states; the number of states sent."""
@@ -484,10 +487,7 @@ class JobsStage:
         batch, and a worker that fell behind at 70 finished jobs a second."""
         entry = self.batch.folds.pop(key, None)
         if entry is not None:
-            now = time.time()
-            self.batch.sent[self.topics.state] += self._write_each(
-                "job", {key: entry}, lambda k, m, f: self._write_job(k, m, f, now),
-                self._dead_job)
+            self.batch.sent[self.topics.state] += self._write_jobs({key: entry})
         done = self.states.get(key)
         if done is None or not done.done:
             return  # gone already, or it came back (a requeue after its end)
