@@ -164,7 +164,8 @@ class JobStates(_States[JobFold]):
 
 class NodeStates(_States[NodeFold]):
     """Node key (``cluster:node``) -> NodeFold, over the nodes table: values are the JSON
-    of :meth:`NodeFold.to_json`, within the same budget as a job's."""
+    of :meth:`NodeFold.to_json`, within the same state budget as a job's; the cache has a
+    budget of its own (:data:`NODE_CACHE_BYTES`)."""
 
     def __init__(self, table: MutableMapping[bytes, Any],
                  capacity_bytes: int = NODE_CACHE_BYTES,

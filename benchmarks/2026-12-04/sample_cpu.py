@@ -62,7 +62,7 @@ def main() -> None:
     ap.add_argument("--intervals", type=int, default=4)
     ap.add_argument("--batch", type=int, default=333)
     ap.add_argument("--lifecycle", action="store_true")
-    ap.add_argument("--cache", type=int, default=None,
+    ap.add_argument("--cache-bytes", type=int, default=None,
                     help="bytes of states whose folds stay in memory "
                          "(agents.states.FOLD_CACHE_BYTES)")
     ap.add_argument("--digest", action="store_true")
@@ -83,8 +83,8 @@ def main() -> None:
             table[rec.key.encode()] = lifecycle(rec.cluster, rec.key.split(":")[1],
                                                 START).to_json()
     states = JobStates(table, max_bytes=cfg.worker.max_state_bytes)
-    if args.cache is not None:
-        states.capacity_bytes = args.cache
+    if args.cache_bytes is not None:
+        states.capacity_bytes = args.cache_bytes
     stage = jobs_stage(cfg, outputs=outputs, states=states)
 
     async def drive(batch: list[Message]) -> None:

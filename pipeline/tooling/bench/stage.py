@@ -27,7 +27,7 @@ from pipeline.fold import doc_id
 from pipeline.runtime.config import Config
 from pipeline.tooling.bench.feed import Feed, raw_record
 
-__all__ = ["StageCost", "stage_cost"]
+__all__ = ["StageCost", "StateOutputs", "stage_cost"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class StageCost:
         return 1000 * self.cpu_s / self.events if self.events else 0.0
 
 
-class _Outputs:
+class StateOutputs:
     """Keeps the job states the stage sends, drops the rest; Kafka is not part of the
     measure."""
 
@@ -86,7 +86,7 @@ def stage_cost(cfg: Config, feed: Feed) -> StageCost:
         records.append(SimpleNamespace(
             topic=raw_topic, partition=job_partition(key, partitions), offset=offset, key=key,
             value=wire.codecs["raw"].encode(raw_to_avro(raw_record(rec)))))
-    outputs = _Outputs(cfg.topics.state)
+    outputs = StateOutputs(cfg.topics.state)
     stage = JobsStage(
         cfg, wire=wire, outputs=outputs, kafka=OfflineKafka(partitions),
         anonymizer=Anonymizer.from_config(cfg.anonymize.fields, cfg.anonymize.key_file),
