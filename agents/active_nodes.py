@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from agents.routing import job_partition
-from agents.states import decode_state
 from pipeline.core.snapshots import NodeSummary, summarize_node
 from pipeline.fold.node_state import NodeFold
 
@@ -54,22 +53,20 @@ class ActiveNodes:
         for p in partitions:
             yield from self.by_partition.get(p, {}).values()
 
-    def rebuild(self, entries: Iterable[tuple[bytes, Any]], partitions: int,
+    def rebuild(self, nodes: Iterable[tuple[bytes, NodeFold]], partitions: int,
                 assigned: set[int], present: Presenter = dict) -> None:
-        """Re-read the nodes of the assigned partitions from the node table's ``entries``
-        (key, table value), each document through ``present`` (the anonymizer's, so the
-        reasons are those the documents were sent with). A node the view already has in
-        its partition keeps what the stage wrote since. The partition is the key's under
-        murmur2, of the table's ``partitions``, as :meth:`ActiveJobs.rebuild` finds it."""
+        """Re-read the nodes of the assigned partitions from the node table's ``nodes``
+        (key, fold: :func:`agents.states.stored_nodes`), each document through ``present``
+        (the anonymizer's, so the reasons are those the documents were sent with). A node
+        the view already has in its partition keeps what the stage wrote since. The
+        partition is the key's under murmur2, of the table's ``partitions``, as
+        :meth:`ActiveJobs.rebuild` finds it."""
         self.keep(assigned)
-        for key, value in entries:
+        for key, fold in nodes:
             partition = job_partition(key, partitions)
             if partition not in assigned or key in self.by_partition.get(partition, ()):
                 continue
-            state = decode_state(value)
-            if state is None:
-                continue
-            doc = NodeFold.from_dict(state).document()
+            doc = fold.document()
             if doc is not None:
                 self.update(key, partition, present(doc))
         self.partitions = assigned

@@ -139,8 +139,8 @@ def create_app(cfg: Config, *, name: str | None = None,
         app, outputs=outputs, name="jobs", default=None, partitions=cfg.kafka.partitions,
         key_type=bytes, value_type=bytes, extra_topic_configs=topic_config,
         options=dict(STORE_OPTIONS)))
-    # the node states, kept alike (values: NodeFold.to_json()); few and small beside the
-    # jobs, in the same store options
+    # the node states, kept alike (a head and segments per node: agents.states.NodeStates);
+    # few beside the jobs, in the same store options
     nodes = app.tables.add(JobsTable(
         app, outputs=outputs, name="nodes", default=None, partitions=cfg.kafka.partitions,
         key_type=bytes, value_type=bytes, extra_topic_configs=topic_config,

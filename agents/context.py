@@ -57,7 +57,7 @@ class WorkerContext:
     canonical: TopicT
     #: the job-state table
     jobs: JobsTable
-    #: the node-state table (``cluster:node`` -> NodeFold's JSON)
+    #: the node-state table (``cluster:node`` -> a NodeFold's head, and its segments)
     nodes: JobsTable
     outputs: Outputs
     anonymizer: Anonymizer

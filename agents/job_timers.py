@@ -15,6 +15,7 @@ import time
 from agents.active_jobs import ActiveJobs
 from agents.active_nodes import ActiveNodes
 from agents.context import WorkerContext
+from agents.states import stored_nodes
 from pipeline.codecs.wire import EXPIRE, encode_control
 from pipeline.core.snapshots import build_node_snapshots, build_snapshots
 from pipeline.runtime.metrics import WORKER_RECORDS_PUBLISHED
@@ -52,7 +53,7 @@ class JobTimers:
         if assigned != active.partitions or active.stale:
             active.rebuild(ctx.jobs.items(), cfg.kafka.partitions, assigned)
         if assigned != nodes.partitions or nodes.stale:
-            nodes.rebuild(ctx.nodes.items(), cfg.kafka.partitions, assigned,
+            nodes.rebuild(stored_nodes(ctx.nodes), cfg.kafka.partitions, assigned,
                           ctx.anonymizer.node_document)
         snaps = build_snapshots(active.summaries(assigned), now, ctx.name, assigned, interval)
         rows = build_node_snapshots(nodes.summaries(assigned), now, ctx.name, assigned,

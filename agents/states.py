@@ -15,8 +15,8 @@ event encoded once): the table's serializer is ``raw`` (with Faust's ``json`` a 
 encoded twice, for the store and for the changelog). The bytes are the JSON Faust's
 serializer wrote before, so a store or changelog of an earlier version reads the same.
 
-The node table (:class:`NodeStates`) is read the same way: its values are the JSON of
-:meth:`pipeline.fold.node_state.NodeFold.to_json`.
+The node table (:class:`NodeStates`) is read the same way: a node's state is a head and
+segments (:meth:`pipeline.fold.node_state.NodeFold.save`), each JSON.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any, Generic, TypeVar
 
 from agents.table import JobsTable
@@ -32,7 +32,8 @@ from pipeline.fold import JobFold, StateTooLarge
 from pipeline.fold.node_state import NodeFold
 
 __all__ = ["FOLD_CACHE_BYTES", "MAX_STATE_BYTES", "NODE_CACHE_BYTES", "JobStates",
-           "NodeStates", "decode_state", "encode_state"]
+           "NodeStates", "decode_state", "encode_state", "is_segment_key", "load_node",
+           "segment_key", "stored_nodes"]
 
 F = TypeVar("F")
 
@@ -81,12 +82,13 @@ class _States(ABC, Generic[F]):
         self.hits = self.misses = 0
 
     @abstractmethod
-    def _load(self, state: dict[str, Any]) -> F:
-        """A table value's state dict -> its fold."""
+    def _read(self, key: bytes) -> tuple[F, int] | None:
+        """The key's fold from the table and its stored length; None: no state."""
 
     @abstractmethod
-    def _encode(self, fold: F) -> bytes:
-        """A fold -> its table value, within ``max_bytes`` (else StateTooLarge)."""
+    def _write(self, key: bytes, fold: F) -> int:
+        """Write the fold to the table, within ``max_bytes`` (else StateTooLarge); its
+        stored length."""
 
     def get(self, key: bytes) -> F | None:
         """The key's fold, None if the table has no state for it."""
@@ -96,12 +98,11 @@ class _States(ABC, Generic[F]):
             self._folds.move_to_end(key)
             return cached[0]
         self.misses += 1
-        value = self.table.get(key)
-        state = decode_state(value)
-        if state is None:
+        read = self._read(key)
+        if read is None:
             return None
-        fold = self._load(state)
-        self._remember(key, fold, len(value) if isinstance(value, bytes | str) else 0)
+        fold, size = read
+        self._remember(key, fold, size)
         return fold
 
     def put(self, key: bytes, fold: F) -> None:
@@ -109,12 +110,11 @@ class _States(ABC, Generic[F]):
         budget (:class:`~pipeline.fold.StateTooLarge`) is not written, and its fold is
         forgotten: the key goes on from its last state written."""
         try:
-            value = self._encode(fold)
+            size = self._write(key, fold)
         except StateTooLarge:
             self._drop(key)
             raise
-        self.table[key] = value
-        self._remember(key, fold, len(value))
+        self._remember(key, fold, size)
 
     def flushed(self) -> None:
         """A batch's outputs are confirmed: the table keeps the offsets its changelog
@@ -125,11 +125,6 @@ class _States(ABC, Generic[F]):
     def forget(self, key: bytes) -> None:
         """Drop the key's fold from memory: its next event starts from the table."""
         self._drop(key)
-
-    def delete(self, key: bytes) -> None:
-        self._drop(key)
-        if key in self.table:
-            del self.table[key]
 
     def clear(self) -> None:
         """Forget every fold (partitions moved: the table may have changed under us)."""
@@ -155,25 +150,87 @@ class _States(ABC, Generic[F]):
 class JobStates(_States[JobFold]):
     """Job key -> JobFold, over the jobs table."""
 
-    def _load(self, state: dict[str, Any]) -> JobFold:
-        return JobFold.from_dict(state)
+    def _read(self, key: bytes) -> tuple[JobFold, int] | None:
+        value = self.table.get(key)
+        state = decode_state(value)
+        if state is None:
+            return None
+        return JobFold.from_dict(state), len(value) if isinstance(value, bytes | str) else 0
 
-    def _encode(self, fold: JobFold) -> bytes:
-        return encode_state(fold, self.max_bytes)
+    def _write(self, key: bytes, fold: JobFold) -> int:
+        value = encode_state(fold, self.max_bytes)
+        self.table[key] = value
+        return len(value)
+
+    def delete(self, key: bytes) -> None:
+        self._drop(key)
+        if key in self.table:
+            del self.table[key]
+
+
+def segment_key(key: bytes, number: int) -> bytes:
+    """The table key of a node's stored segment (:mod:`pipeline.fold.node_state`,
+    "Stored"): NUL is in no node key."""
+    return b"%s\x00%d" % (key, number)
+
+
+def is_segment_key(key: bytes) -> bool:
+    return b"\x00" in key
+
+
+def load_node(table: Mapping[bytes, Any], key: bytes, head: Mapping[str, Any]) -> NodeFold:
+    """The fold of node ``key`` whose stored head is ``head``, its segments read from
+    ``table``."""
+    return NodeFold.load(head, {n: table[segment_key(key, n)] for n in NodeFold.segments(head)})
+
+
+def stored_nodes(table: Mapping[bytes, Any]) -> Iterator[tuple[bytes, NodeFold]]:
+    """Every node of ``table`` (its heads; segments skipped) and its fold."""
+    for key, value in table.items():
+        if is_segment_key(key):
+            continue
+        head = decode_state(value)
+        if head is not None:
+            yield key, load_node(table, key, head)
 
 
 class NodeStates(_States[NodeFold]):
-    """Node key (``cluster:node``) -> NodeFold, over the nodes table: values are the JSON
-    of :meth:`NodeFold.to_json`, within the same state budget as a job's; the cache has a
-    budget of its own (:data:`NODE_CACHE_BYTES`)."""
+    """Node key (``cluster:node``) -> NodeFold, over the nodes table: a head under the
+    node's key and its segments under :func:`segment_key` (:meth:`NodeFold.save`), within
+    the same state budget as a job's; the cache has a budget of its own
+    (:data:`NODE_CACHE_BYTES`).
+
+    The first save of a node after :meth:`clear` (the worker started, or its partitions
+    moved) writes its state whole: the store may then hold segments its changelog lacks
+    (written before a crash, never confirmed), and a save of the changes only would name
+    them in a head the changelog gets. A node saved since holds nothing more in the store
+    than in the changelog: a batch whose outputs are not confirmed stops the worker."""
 
     def __init__(self, table: MutableMapping[bytes, Any],
                  capacity_bytes: int = NODE_CACHE_BYTES,
                  max_bytes: int = MAX_STATE_BYTES) -> None:
         super().__init__(table, capacity_bytes, max_bytes)
+        self._saved: set[bytes] = set()  # nodes saved since the last clear()
 
-    def _load(self, state: dict[str, Any]) -> NodeFold:
-        return NodeFold.from_dict(state)
+    def _read(self, key: bytes) -> tuple[NodeFold, int] | None:
+        head = decode_state(self.table.get(key))
+        if head is None:
+            return None
+        fold = load_node(self.table, key, head)
+        return fold, fold.stored_bytes
 
-    def _encode(self, fold: NodeFold) -> bytes:
-        return fold.fit(self.max_bytes)
+    def _write(self, key: bytes, fold: NodeFold) -> int:
+        saved = fold.save(self.max_bytes, whole=key not in self._saved)
+        for number, value in saved.segments:
+            self.table[segment_key(key, number)] = value
+        self.table[key] = saved.head
+        for number in saved.dead:
+            dead = segment_key(key, number)
+            if dead in self.table:
+                del self.table[dead]
+        self._saved.add(key)
+        return fold.stored_bytes
+
+    def clear(self) -> None:
+        super().clear()
+        self._saved.clear()

@@ -24,7 +24,14 @@ from typing import Any
 from agents.active_jobs import ActiveJobs
 from agents.jobs import JobsStage
 from agents.routing import OfflineKafka, job_partition
-from agents.states import FOLD_CACHE_BYTES, NODE_CACHE_BYTES, JobStates, NodeStates, _States
+from agents.states import (
+    FOLD_CACHE_BYTES,
+    NODE_CACHE_BYTES,
+    JobStates,
+    NodeStates,
+    _States,
+    stored_nodes,
+)
 from pipeline.codecs.codec import raw_to_avro
 from pipeline.codecs.wire import Wire
 from pipeline.core.anonymize import Anonymizer
@@ -102,7 +109,7 @@ def main() -> None:
     asyncio.run(run())
     cpu = time.process_time() - t0
     events = sum(stage.counters._folded[c]._value.get() for c in stage.counters._folded)
-    sizes = sorted(map(len, nodes_table.values()))
+    sizes = sorted(fold.stored_bytes for _, fold in stored_nodes(nodes_table))
     bound = f"{args.count} folds each" if args.count is not None else (
         f"jobs {args.job_bytes} bytes, nodes {args.node_bytes} bytes")
     print(f"bound {bound}: {len(records)} records, {events:.0f} events")

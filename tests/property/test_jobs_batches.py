@@ -10,11 +10,12 @@ emitted for every node and the nodes table's folds are fold_nodes' documents of 
 events, the jobs' ``allocation_events`` with them; the node events written are every
 distinct node event, each copy written the same.
 
-The stage runs without Kafka: its collaborators are the table (a dict, as RocksDB keeps
-what was written before a kill), the outputs (kept in order, each batch's tally
-confirmed a moment after the batch ended, while the stage takes the next records; a kill
-loses what is not confirmed, and the dead stage acknowledges nothing more) and the
-messages (acknowledged into a per-partition commit, as Faust commits the contiguous
+The stage runs without Kafka: its collaborators are the tables (as RocksDB keeps what
+was written before a kill, or, after half the kills, as another worker recovers them from
+their changelogs, which hold only what Kafka confirmed), the outputs (kept in order, each
+batch's tally confirmed a moment after the batch ended, while the stage takes the next
+records; a kill loses what is not confirmed, and the dead stage acknowledges nothing
+more) and the messages (acknowledged into a per-partition commit, as Faust commits the contiguous
 acknowledged offsets). Kafka and Faust themselves are in
 tests/integration/test_agents.py and tests/faults.
 """
@@ -32,13 +33,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.routing import job_partition
-from agents.states import JobStates, NodeStates, decode_state
+from agents.states import JobStates, NodeStates, decode_state, stored_nodes
 from pipeline.codecs.codec import AvroCodec, raw_to_avro
 from pipeline.codecs.wire import Wire, fit_event
 from pipeline.core.model import RawRecord
 from pipeline.core.nodes import NodeEvent
 from pipeline.fold import JobFold, doc_id, fold
-from pipeline.fold.node_state import NodeFold
 from pipeline.fold.nodes import event_document, fold_nodes, node_doc_id
 from pipeline.parsers.flux_resource import allocation_events
 from pipeline.parsers.normalize import normalize
@@ -128,6 +128,35 @@ class Outputs:
         self.tally, self.open = Tally(), []
 
 
+class Store(dict[bytes, bytes]):
+    """A table's store: what was written stays through a kill, as RocksDB keeps it, and
+    every change also goes to the table's changelog through the outputs, as
+    agents.table's does; :meth:`recovered` is the store another worker rebuilds from that
+    changelog, which has only what Kafka confirmed."""
+
+    def __init__(self, outputs: Outputs, topic: str) -> None:
+        super().__init__()
+        self.outputs, self.topic = outputs, topic
+
+    def __setitem__(self, key: bytes, value: bytes) -> None:
+        super().__setitem__(key, value)
+        self.outputs.send(self.topic, key, value)
+
+    def __delitem__(self, key: bytes) -> None:
+        super().__delitem__(key)
+        self.outputs.send(self.topic, key, None)
+
+    def recovered(self) -> Store:
+        store = Store(self.outputs, self.topic)
+        for topic, key, value in self.outputs.confirmed:
+            if topic == self.topic and key is not None:
+                if value is None:
+                    dict.pop(store, key, None)
+                else:
+                    dict.__setitem__(store, key, value)
+        return store
+
+
 def indexed(doc: dict[str, Any]) -> dict[str, Any]:
     """A job document as the worker emits it: enriched, anonymized."""
     return ANONYMIZER.document(ENRICHER.facts(doc))
@@ -202,9 +231,8 @@ async def run(records: list[tuple[bytes, bytes]], rng: random.Random, kills: int
         partition = home if rng.random() < 0.8 else rng.randrange(PARTITIONS)
         log = logs[RAW, partition]
         log.messages.append(Message(RAW, partition, len(log.messages), key, value))
-    table: dict[bytes, bytes] = {}
-    node_table: dict[bytes, bytes] = {}
     outputs = Outputs()
+    table, node_table = Store(outputs, "jobs-changelog"), Store(outputs, "nodes-changelog")
     kill_at = sorted(rng.sample(range(1, len(records) * 2), kills))
     taken = 0
     while True:
@@ -255,6 +283,8 @@ async def run(records: list[tuple[bytes, bytes]], rng: random.Random, kills: int
             log.commit()
         if not killed:
             return outputs, table, node_table
+        if rng.random() < 0.5:  # the partitions go to a worker that recovers the tables
+            table, node_table = table.recovered(), node_table.recovered()
 
 
 def _deliver_canonical(outputs: Outputs, logs: dict[tuple[str, int], Log]) -> None:
@@ -306,8 +336,8 @@ def test_batches_kills_and_rekeying_give_the_offline_documents(
             if known is None or doc["revision"] >= known["revision"]:
                 nodes[node_doc_id(doc)] = doc
     assert nodes == want_nodes
-    node_folds = {key.decode(): NODE_CODEC.decode(NODE_CODEC.encode(
-        NodeFold.from_dict(json.loads(v)).document() or {})) for key, v in node_table.items()}
+    node_folds = {key.decode(): NODE_CODEC.decode(NODE_CODEC.encode(fold.document() or {}))
+                  for key, fold in stored_nodes(node_table)}
     assert node_folds == want_nodes
 
     # every node event on hpc.nodes.events, keyed by its node; its copies (redeliveries,

@@ -9,7 +9,6 @@ polls that see the same state again, reasons stamped before the poll, and copies
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
@@ -17,9 +16,10 @@ from datafiles import vector
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agents.states import NodeStates, decode_state, is_segment_key, segment_key
 from pipeline.core.model import make_event_id
 from pipeline.core.nodes import NodeEvent
-from pipeline.fold.node_state import KEEP_NODE_EVENTS, NodeFold
+from pipeline.fold.node_state import KEEP_NODE_EVENTS, MAX_SEGMENTS, NodeFold
 from pipeline.fold.nodes import STATES, event_order, fold_nodes
 from pipeline.parsers.flux_resource import RankMaps, parse_resource_journal
 
@@ -151,21 +151,31 @@ def test_the_recorded_journal_folds_the_same_in_any_order(data: st.DataObject) -
 
 
 def _bounded_documents(arrivals: list[NodeEvent], keep: int, saved: set[int],
-                       looked: set[int]) -> list[dict[str, Any]]:
+                       read: set[int], looked: set[int]) -> list[dict[str, Any]]:
     """The documents of :class:`NodeFold` s given ``arrivals`` in that order, one per node,
-    each saved as its table value and read back after the arrivals numbered in ``saved``;
-    after those in ``looked``, the node's document is the fold of its events so far (as
-    the worker writes one at the end of each batch)."""
+    each saved into a table (:class:`agents.states.NodeStates`' entries: a head and
+    segments) after the arrivals numbered in ``saved`` and read back from it after those
+    in ``read``; after those in ``looked``, the node's document is the fold of its events
+    so far (as the worker writes one at the end of each batch)."""
     folds: dict[str, NodeFold] = {}
+    nodes = NodeStates({}, capacity_bytes=0)
     for i, ev in enumerate(arrivals):
         fold = folds.setdefault(ev.key, NodeFold(keep))
         fold.add(ev)
         if i in looked:
             assert [fold.document()] == fold_nodes(e for e in arrivals[:i + 1] if e.key == ev.key)
-        if i in saved:
-            folds[ev.key] = NodeFold.from_dict(json.loads(fold.to_json()), keep)
+        key = ev.key.encode()
+        if i in saved or i in read:
+            nodes.put(key, fold)
+        if i in read:
+            head = decode_state(nodes.table[key])
+            assert head is not None
+            folds[ev.key] = NodeFold.load(head, {n: nodes.table[segment_key(key, n)]
+                                                 for n in NodeFold.segments(head)}, keep)
     docs = [folds[key].document() for key in sorted(folds)]
     assert all(doc is not None for doc in docs)
+    heads = [decode_state(v) or {} for k, v in nodes.table.items() if not is_segment_key(k)]
+    assert all(len(NodeFold.segments(head)) <= MAX_SEGMENTS for head in heads)
     return docs  # type: ignore[return-value]
 
 
@@ -182,9 +192,10 @@ def test_the_bounded_fold_gives_every_events_documents_within_its_window(
     arrivals = [ev for _, _, ev in sorted(
         ((i + d, i, ev) for i, (d, ev) in enumerate(zip(late, ordered, strict=True))),
         key=lambda t: t[:2])]
-    saved = set(data.draw(st.lists(st.integers(0, len(arrivals) - 1), max_size=5)))
+    points = st.lists(st.integers(0, len(arrivals) - 1), max_size=len(arrivals))
+    saved, read = set(data.draw(points)), set(data.draw(points))
     looked = set(data.draw(st.lists(st.integers(0, len(arrivals) - 1), max_size=10)))
-    docs = _bounded_documents(arrivals, keep, saved, looked)
+    docs = _bounded_documents(arrivals, keep, saved, read, looked)
     assert docs == fold_nodes(events)
     assert all(doc["events_dropped"] == 0 for doc in docs)
 

@@ -25,12 +25,11 @@ from agents.context import WorkerContext
 from agents.job_timers import JobTimers
 from agents.jobs import JobsStage
 from agents.routing import job_partition
-from agents.states import NodeStates, decode_state
+from agents.states import NodeStates, stored_nodes
 from pipeline.codecs.codec import AvroCodec, raw_to_avro
 from pipeline.codecs.wire import Wire
 from pipeline.core.model import RawRecord
 from pipeline.core.nodes import NodeEvent
-from pipeline.fold.node_state import NodeFold
 from pipeline.fold.nodes import fold_nodes
 from pipeline.parsers.normalize import normalize
 from pipeline.runtime.config import Config
@@ -159,9 +158,8 @@ def test_a_node_record_in_its_nodes_partition_folds_there() -> None:
     assert run.to(run.stage.canonical) == []
     [doc] = run.node_docs().values()
     assert (doc["state"], doc["reason"], doc["reason_by"]) == ("drained", "bad DIMM", "alice")
-    state = decode_state(nodes.table[b"c:s0"])
-    assert state is not None
-    assert as_written(NodeFold.from_dict(state).document() or {}) == doc
+    [(key, fold)] = stored_nodes(nodes.table)
+    assert key == b"c:s0" and as_written(fold.document() or {}) == doc
 
 
 def test_duplicated_and_reordered_polls_give_the_same_documents() -> None:
@@ -599,7 +597,8 @@ def test_two_workers_rows_add_up_and_a_new_view_reads_the_table() -> None:
         timers(run, nodes, fresh, name=f"w{i}").send_snapshots(half, T + 100.0)
         mine = node_rows(run, since)
         assert all(r["partitions"] == sorted(half) for r in mine.values())
-        assert len(fresh) == sum(job_partition(k, PARTITIONS) in half for k in nodes.table)
+        assert len(fresh) == sum(job_partition(k, PARTITIONS) in half
+                                 for k, _ in stored_nodes(nodes.table))
         summed.update({k: r["node_count"] for k, r in mine.items()})
     assert summed == Counter(whole) and all(0 < len(h) < PARTITIONS for h in halves)
 
