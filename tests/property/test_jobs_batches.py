@@ -16,7 +16,12 @@ their changelogs, which hold only what Kafka confirmed), the outputs (kept in or
 batch's tally confirmed a moment after the batch ended, while the stage takes the next
 records; a kill loses what is not confirmed, and the dead stage acknowledges nothing
 more) and the messages (acknowledged into a per-partition commit, as Faust commits the contiguous
-acknowledged offsets). Kafka and Faust themselves are in
+acknowledged offsets). After the records, expiries of some jobs, finished or not (as
+agents.job_timers sends them an hour after a job's end, when the commits have moved on):
+a finished job's table entry goes and its tombstone is its last state record; the order
+of an expiry after its job's state of the same batch is
+tests/unit/test_agents_stages.py's (a copy of an event seen is dropped before the fold,
+so the expiries here come in batches of their own). Kafka and Faust themselves are in
 tests/integration/test_agents.py and tests/faults.
 """
 
@@ -35,8 +40,8 @@ from hypothesis import strategies as st
 from agents.routing import job_partition
 from agents.states import JobStates, NodeStates, decode_state, stored_nodes
 from pipeline.codecs.codec import AvroCodec, raw_to_avro
-from pipeline.codecs.wire import Wire, fit_event
-from pipeline.core.model import RawRecord
+from pipeline.codecs.wire import EXPIRE, Wire, encode_control, fit_event
+from pipeline.core.model import RawRecord, job_key
 from pipeline.core.nodes import NodeEvent
 from pipeline.fold import JobFold, doc_id, fold
 from pipeline.fold.nodes import event_document, fold_nodes, node_doc_id
@@ -217,13 +222,24 @@ def expected_nodes(records: list[tuple[bytes, bytes]]) -> dict[str, dict[str, An
     return {node_doc_id(d): NODE_CODEC.decode(NODE_CODEC.encode(d)) for d in fold_nodes(events)}
 
 
+def _done(docs: dict[str, dict[str, Any]], key: bytes) -> bool:
+    """Whether the job ``key``'s latest incarnation among ``docs`` is done."""
+    mine = [d for d in docs.values() if job_key(d["cluster"], d["job_id"]).encode() == key]
+    return bool(mine) and max(mine, key=lambda d: d.get("incarnation") or 0)["state"] == "done"
+
+
 def as_state(doc: dict[str, Any]) -> dict[str, Any]:
     """A job document as the state topic gives it back."""
     return STATE_CODEC.decode(STATE_CODEC.encode(doc))
 
 
 async def run(records: list[tuple[bytes, bytes]], rng: random.Random, kills: int,
-              flush_every: float) -> tuple[Outputs, dict[bytes, bytes], dict[bytes, bytes]]:
+              flush_every: float, expire: list[bytes] | None = None
+              ) -> tuple[Outputs, dict[bytes, bytes], dict[bytes, bytes]]:
+    """The stage (killed ``kills`` times) over ``records``; then, once every record is
+    taken and committed (a finished job's grace is an hour: the commits moved on), the
+    expiries of the job keys ``expire``, as agents.job_timers sends them, kills too."""
+    expiries = list(expire or [])
     logs = {(t, p): Log() for t in (RAW, CANONICAL) for p in range(PARTITIONS)}
     for key, value in records:
         home = job_partition(key, PARTITIONS)
@@ -255,7 +271,17 @@ async def run(records: list[tuple[bytes, bytes]], rng: random.Random, kills: int
                     if not stage.batch.records and (confirming is None or confirming.done()):
                         if confirming is not None:
                             confirming.result()  # a kill while it waited
-                        break
+                        if not expiries:
+                            break
+                        for log in logs.values():
+                            log.commit()
+                        for key in expiries:
+                            partition = job_partition(key, PARTITIONS)
+                            log = logs[CANONICAL, partition]
+                            log.messages.append(Message(CANONICAL, partition, len(log.messages),
+                                                        key, encode_control(EXPIRE)))
+                        expiries = []
+                        continue
                     await stage.flush()
                     continue
                 tp = rng.choice(ready)
@@ -309,22 +335,34 @@ def test_batches_kills_and_rekeying_give_the_offline_documents(
     rng = random.Random(seed)
     records = workload(seed, jobs=12, node_events=node_events) + node_polls(rng, polls)
     records += [rng.choice(records) for _ in range(duplicates)]
-    outputs, table, node_table = asyncio.run(run(records, rng, kills, flush_every))
     want = expected(records)
+    # expiries of some jobs, done or not, and of a key no job has
+    keys = sorted({job_key(d["cluster"], d["job_id"]).encode() for d in want.values()})
+    expire = rng.sample(keys, rng.randint(0, len(keys))) + [b"c:no-such-job"]
+    outputs, table, node_table = asyncio.run(run(records, rng, kills, flush_every, expire))
+    done = {key for key in expire if _done(want, key)}
 
     states: dict[str, dict[str, Any]] = {}
-    for topic, _, value in outputs.confirmed:
+    last: dict[bytes, bytes | None] = {}
+    for topic, key, value in outputs.confirmed:
+        if topic == CFG.topics.state:
+            assert key is not None
+            assert last.get(key, b"") is not None, "a state after its job's tombstone"
+            last[key] = value
         if topic == CFG.topics.state and value is not None:
             doc = STATE_CODEC.decode(value)
             known = states.get(doc_id(doc))
             if known is None or doc["revision"] >= known["revision"]:
                 states[doc_id(doc)] = doc  # the sink keeps the highest revision
     assert states == want
+    # a finished job expired: its tombstone last; any other job's last record a state
+    assert {key for key, value in last.items() if value is None} == done
 
     folded = {doc_id(d): as_state(indexed(d))
               for state in map(decode_state, table.values()) if state is not None
               for d in JobFold.from_dict(state).documents()}
-    assert folded == want
+    assert folded == {i: d for i, d in want.items()
+                      if job_key(d["cluster"], d["job_id"]).encode() not in done}
 
     want_nodes = expected_nodes(records)
     nodes: dict[str, dict[str, Any]] = {}
