@@ -68,7 +68,12 @@ def decode_item(data: bytes) -> Event | str:
 
 def fit_node_event(ev: NodeEvent, max_bytes: int) -> tuple[NodeEvent, bytes]:
     """``ev`` and its encoding, at most ``max_bytes`` long; ParseError ``too-large`` if not
-    (a node event has no payload to drop, unlike a job's, :func:`fit_event`)."""
+    (a node event has no payload to drop, unlike a job's, :func:`fit_event`), and
+    ``bad-node`` for a node key with a NUL in it: no host is named so, and the nodes
+    table keeps a node's segments under its key and a NUL
+    (:func:`agents.states.segment_key`), which such a key could collide with."""
+    if "\x00" in ev.key:
+        raise ParseError("bad-node", f"node {ev.key!r} has a NUL character in its name")
     data = encode_node_event(ev)
     if len(data) > max_bytes:
         raise ParseError("too-large", f"event {ev.event} of node {ev.key} is {len(data)} "

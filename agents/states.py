@@ -170,7 +170,8 @@ class JobStates(_States[JobFold]):
 
 def segment_key(key: bytes, number: int) -> bytes:
     """The table key of a node's stored segment (:mod:`pipeline.fold.node_state`,
-    "Stored"): NUL is in no node key."""
+    "Stored"): NUL is in no node key (:func:`agents.canonical.fit_node_event` refuses
+    one)."""
     return b"%s\x00%d" % (key, number)
 
 

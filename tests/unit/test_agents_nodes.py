@@ -249,6 +249,9 @@ def test_node_events_cross_the_canonical_topic_in_their_wrapper() -> None:
     with pytest.raises(ParseError) as err:
         fit_node_event(replace(ev, reason="x" * 100), len(data))
     assert err.value.reason == "too-large"
+    with pytest.raises(ParseError) as err:  # its key could be another node's segment's
+        fit_node_event(replace(ev, node="s0\x001"), 2 * len(data))
+    assert err.value.reason == "bad-node"
 
 
 # --------------------------------------------------------------------------- node events
