@@ -262,15 +262,11 @@ class NodeFold:
         fold = cls(keep, remember)
         ident = head["ident"]
         fold._ident = None if ident is None else (ident[0], ident[1], ident[2])
-        if head["summary"] is not None:
-            fold._summary = NodeFolder.from_dict(head["summary"])
-        frontier = head["frontier"]
-        fold._frontier = None if frontier is None else (float(frontier[0]), int(frontier[1]),
-                                                        str(frontier[2]))
-        fold.dropped = int(head["dropped"])
+        fold._restore(head)
+        numbers = cls.segments(head)
         latest: dict[str, NodeEvent] = {}
         left: list[str] = []
-        for n in cls.segments(head):
+        for n in numbers:
             value = segments[n]
             fold._sizes[n] = len(value)
             segment = json.loads(value)
@@ -279,14 +275,27 @@ class NodeFold:
                 latest[ev.event_id] = ev  # a later segment's copy replaced an earlier one
             left += segment["left"]
         # the latest copy of an id is in the window unless it left it since
-        fold._window = {i: ev for i, ev in latest.items()
-                        if fold._frontier is None or event_order(ev) > fold._frontier}
-        fold._heap = [(event_order(ev), ev.event_id) for ev in fold._window.values()]
-        heapq.heapify(fold._heap)
+        fold._hold(ev for ev in latest.values()
+                   if fold._frontier is None or event_order(ev) > fold._frontier)
         fold._out = dict.fromkeys(left[-remember:] if remember else [])
-        fold._base, fold._next = cls.segments(head).start, cls.segments(head).stop
+        fold._base, fold._next = numbers.start, numbers.stop
         fold.stored_bytes = sum(fold._sizes.values())
         return fold
+
+    def _restore(self, d: Mapping[str, Any]) -> None:
+        """The summary, frontier and count dropped of a stored state, either format."""
+        if d["summary"] is not None:
+            self._summary = NodeFolder.from_dict(d["summary"])
+        frontier = d["frontier"]
+        self._frontier = None if frontier is None else (float(frontier[0]), int(frontier[1]),
+                                                        str(frontier[2]))
+        self.dropped = int(d["dropped"])
+
+    def _hold(self, events: Iterable[NodeEvent]) -> None:
+        """Make ``events`` the window."""
+        self._window = {ev.event_id: ev for ev in events}
+        self._heap = [(event_order(ev), ev.event_id) for ev in self._window.values()]
+        heapq.heapify(self._heap)
 
     def _expand(self, item: Mapping[str, Any]) -> NodeEvent:
         if "cluster" not in item:
@@ -301,19 +310,12 @@ class NodeFold:
         """The fold of a table value of the format before segments (one value holding
         every windowed event), as an older worker wrote it."""
         fold = cls(keep, remember)
-        if d["summary"] is not None:
-            fold._summary = NodeFolder.from_dict(d["summary"])
-        frontier = d["frontier"]
-        fold._frontier = None if frontier is None else (float(frontier[0]), int(frontier[1]),
-                                                        str(frontier[2]))
+        fold._restore(d)
         fold._out = dict.fromkeys(d["out"])
-        fold.dropped = int(d["dropped"])
-        for item in d["events"]:
-            ev = NodeEvent.from_dict(item)
-            fold._window[ev.event_id] = ev
-            fold._ident = fold._ident or (ev.cluster, ev.scheduler, ev.node)
-        fold._heap = [(event_order(ev), ev.event_id) for ev in fold._window.values()]
-        heapq.heapify(fold._heap)
+        fold._hold(NodeEvent.from_dict(item) for item in d["events"])
+        first = next(iter(fold._window.values()), None)
+        if first is not None:
+            fold._ident = (first.cluster, first.scheduler, first.node)
         return fold
 
     @classmethod
